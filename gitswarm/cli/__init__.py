@@ -1,0 +1,1 @@
+"""The CLI layer: typer commands, output and the one error boundary."""

@@ -1,0 +1,170 @@
+"""The typer commands. Each parses, calls one library function and prints through Output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from gitswarm import __version__
+from gitswarm.cli import render
+from gitswarm.cli.output import Output
+from gitswarm.engine import demo as demo_engine
+from gitswarm.engine.doctor import diagnose
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import EXIT_FAILED
+
+app = typer.Typer(
+    name="gitswarm",
+    help="Run swarms of coding agents on a git repository; all durable state lives in git.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+index_app = typer.Typer(help="The SQLite index beside the refs.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(index_app, name="index")
+
+
+@dataclass
+class Context:
+    output: Output
+    path: Path
+
+    def swarm(self) -> Swarm:
+        return Swarm(self.path)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"gitswarm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    json: Annotated[bool, typer.Option("--json", help="Machine output on stdout; logs on stderr.")] = False,
+    path: Annotated[Path, typer.Option("-C", help="Run as if started in PATH (as in git).")] = Path("."),
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = None,
+) -> None:
+    ctx.obj = Context(Output(json), path)
+
+
+def _ctx(ctx: typer.Context) -> Context:
+    return ctx.find_root().obj
+
+
+@app.command()
+def init(ctx: typer.Context) -> None:
+    """Set up the index (and this clone's actor id); safe to run again."""
+    c = _ctx(ctx)
+    swarm = c.swarm()
+    data = {"index": str(swarm.index.path), "jobs": len(swarm.index.job_ids()), "actor": swarm.actor}
+    c.output.result(data, lambda d: f"gitswarm ready: index {d['index']} ({d['jobs']} jobs)")
+
+
+@app.command()
+def submit(ctx: typer.Context, spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")]) -> None:
+    """Create a job from SPEC and print its id."""
+    c = _ctx(ctx)
+    job_id = c.swarm().submit_file(spec)
+    c.output.result({"id": job_id}, lambda d: d["id"])
+
+
+@app.command()
+def status(ctx: typer.Context, job: Annotated[Optional[str], typer.Argument(help="Job id or prefix.")] = None) -> None:
+    """List jobs, or one job's tasks."""
+    c = _ctx(ctx)
+    swarm = c.swarm()
+    for job_id, message in sorted(swarm.index.invalid.items()):
+        c.output.info(f"gitswarm: skipping job {job_id}: {message}")
+    data = swarm.status(job)
+    c.output.result(data, render.jobs if job is None else render.job)
+
+
+@app.command()
+def show(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
+    """The job, its tasks and its artifacts."""
+    c = _ctx(ctx)
+    c.output.result(c.swarm().show(job), render.show)
+
+
+@app.command()
+def log(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
+    """The job's event history, oldest first."""
+    c = _ctx(ctx)
+    c.output.result(c.swarm().log(job), render.log)
+
+
+@app.command()
+def artifacts(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
+    """List a job's artifacts."""
+    c = _ctx(ctx)
+    c.output.result(c.swarm().artifacts(job), render.artifacts)
+
+
+@app.command()
+def artifact(ctx: typer.Context, artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or prefix.")]) -> None:
+    """Print one artifact record."""
+    c = _ctx(ctx)
+    data = c.swarm().artifact(artifact_id)
+    c.output.json_mode = True
+    c.output.result(data, str)
+
+
+@app.command()
+def cancel(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(metavar="JOB|TASK", help="A job, or a task as JOB/TASK.")],
+    reason: Annotated[Optional[str], typer.Option(help="Why; recorded with the cancel.")] = None,
+) -> None:
+    """Cancel a job or one task; dependents of a cancelled task are skipped."""
+    c = _ctx(ctx)
+    c.output.result(c.swarm().cancel(target, reason), render.changed)
+
+
+@app.command()
+def retry(ctx: typer.Context, task: Annotated[str, typer.Argument(metavar="TASK", help="JOB/TASK.")]) -> None:
+    """Requeue a failed, cancelled or skipped task and the dependents skipped because of it."""
+    c = _ctx(ctx)
+    c.output.result(c.swarm().retry(task), render.changed)
+
+
+@app.command()
+def recover(ctx: typer.Context) -> None:
+    """Requeue tasks whose leases expired (or fail them past max_attempts)."""
+    c = _ctx(ctx)
+    data = c.swarm().recover()
+    c.output.result(data, lambda d: f"requeued {len(d['expired'])} expired leases" + "".join(f"\n  {t}" for t in d["expired"]))
+
+
+@index_app.command("rebuild")
+def index_rebuild(ctx: typer.Context) -> None:
+    """Delete the index and rebuild it from the refs."""
+    c = _ctx(ctx)
+    data = c.swarm().rebuild_index()
+    c.output.result(data, lambda d: f"rebuilt {d['path']}: {d['jobs']} jobs, {d['tasks']} tasks")
+
+
+@app.command()
+def doctor(ctx: typer.Context) -> None:
+    """Check the repository, the index and every job's records."""
+    c = _ctx(ctx)
+    data = diagnose(c.swarm())
+    c.output.result(data, render.doctor)
+    if not data["ok"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def demo(ctx: typer.Context) -> None:
+    """Make a throwaway repository, submit a small job and show it."""
+    c = _ctx(ctx)
+    swarm, job_id = demo_engine.submit_demo()
+    c.output.info(f"demo repository: {swarm.repo.workdir}")
+    c.output.result(swarm.status(job_id), render.job)

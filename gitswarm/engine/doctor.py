@@ -1,0 +1,45 @@
+"""`gitswarm doctor`: check the repository, the index and every job's records."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import BadInput
+from gitswarm.store.index import INDEX_FORMAT
+
+
+def _check(name: str, ok: bool, detail: str) -> dict:
+    return {"name": name, "ok": ok, "detail": detail}
+
+
+def diagnose(swarm: Swarm) -> dict:
+    """Every check's result; `ok` is true only when all passed."""
+    checks = [_check("repository", True, str(swarm.repo.workdir or swarm.repo.common_dir))]
+    git = shutil.which("git")
+    if git:
+        version = subprocess.run([git, "--version"], capture_output=True, text=True).stdout.strip()
+        checks.append(_check("git", True, version))
+    else:
+        checks.append(_check("git", False, "the git CLI is not on PATH (needed for push, pull and worktrees)"))
+    jobs = swarm.index.job_ids()
+    checks.append(_check("index", True, f"{swarm.index.path} (format v{INDEX_FORMAT}, {len(jobs)} jobs)"))
+    for job_id, message in sorted(swarm.index.invalid.items()):
+        checks.append(_check(f"job {job_id}", False, message))
+    bad = 0
+    for job_id in jobs:
+        try:
+            snapshot = swarm.refs.snapshot(job_id)
+            snapshot.tasks()
+            for artifact_id in snapshot.artifact_ids():
+                snapshot.artifact(artifact_id)
+        except BadInput as exc:
+            bad += 1
+            checks.append(_check(f"job {job_id}", False, str(exc)))
+    checks.append(_check("records", bad == 0, f"{len(jobs) - bad} of {len(jobs)} jobs decode cleanly"))
+    now = swarm.clock()
+    stale = [f"{job}/{task}" for job, task, _, _, expires in swarm.index.leases() if expires < now]
+    detail = f"{len(stale)} expired (run gitswarm recover): {', '.join(stale[:5])}" if stale else "none expired"
+    checks.append(_check("leases", True, detail))
+    return {"ok": all(c["ok"] for c in checks), "checks": checks}

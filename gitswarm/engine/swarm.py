@@ -1,0 +1,183 @@
+"""The library API behind every command: one Swarm per repository.
+
+Commands stay thin: they parse, call one method here, and print the plain
+data it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gitswarm.model import codec
+from gitswarm.model.artifacts import describe
+from gitswarm.model.errors import BadInput, NotFound
+from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
+from gitswarm.model.ops import subject
+from gitswarm.model.spec import parse_spec
+from gitswarm.store.git import open_repo
+from gitswarm.store.index import Index
+from gitswarm.store.jobs import JobRefs
+from gitswarm.store.ledger import Ledger
+
+BUILTIN_ADAPTERS = ("shell",)
+Clock = Callable[[], float]
+
+
+def load_actor(common_dir: Path) -> str:
+    """This clone's actor id, created once and kept in the git common dir."""
+    path = common_dir / "gitswarm" / "actor"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    actor = new_id()
+    try:
+        with open(path, "x") as handle:
+            handle.write(actor + "\n")
+    except FileExistsError:
+        return path.read_text().strip()
+    return actor
+
+
+class Swarm:
+    """gitswarm on one repository: the refs, the index and the ledger over both."""
+
+    def __init__(self, path: str | os.PathLike[str] = ".", clock: Clock = time.time) -> None:
+        self.repo = open_repo(path)
+        self.clock = clock
+        self.actor = load_actor(self.repo.common_dir)
+        self.index = Index(self.repo.common_dir)
+        self.refs = JobRefs(self.repo, self.actor)
+        self.ledger = Ledger(self.refs, self.index)
+        self.index.refresh(self.refs)
+
+    def close(self) -> None:
+        self.index.close()
+
+    # -- names ----------------------------------------------------------------------------
+
+    def known_adapters(self) -> list[str]:
+        names = set(BUILTIN_ADAPTERS)
+        if self.repo.workdir is not None:
+            names.update(p.stem for p in (self.repo.workdir / ".gitswarm" / "adapters").glob("*.toml"))
+        return sorted(names)
+
+    def resolve_job(self, prefix: str) -> str:
+        return resolve_prefix(prefix, self.index.job_ids(), "job")
+
+    def resolve_task(self, ref: str) -> tuple[str, str]:
+        """`JOB/TASK`, or `TASK` alone when exactly one unfinished job has it."""
+        job_prefix, task_id = split_task_ref(ref)
+        if job_prefix is not None:
+            job_id = self.resolve_job(job_prefix)
+            if not any(t["id"] == task_id for t in self.index.tasks(job_id)):
+                raise NotFound(f"job {job_id} has no task {task_id!r}")
+            return job_id, task_id
+        jobs = self.index.jobs_with_task(task_id, unfinished=True)
+        if len(jobs) == 1:
+            return jobs[0], task_id
+        if not jobs:
+            raise NotFound(f"no unfinished job has a task {task_id!r}; name it as JOB/{task_id}")
+        raise BadInput(f"task {task_id!r} is in {len(jobs)} unfinished jobs; name it as JOB/{task_id}")
+
+    def resolve_target(self, target: str) -> tuple[str, str | None]:
+        """A job (prefix) or a task reference, as cancel takes them."""
+        if "/" in target:
+            return self.resolve_task(target)
+        check_prefix(target, "job")
+        try:
+            return self.resolve_job(target), None
+        except NotFound:
+            return self.resolve_task(target)
+
+    # -- commands -------------------------------------------------------------------------
+
+    def submit_text(self, text: str, source: str = "spec") -> str:
+        spec = parse_spec(text, self.known_adapters(), source)
+        return self.ledger.submit(spec, self.clock(), source=Path(source).name)
+
+    def submit_file(self, path: str | os.PathLike[str]) -> str:
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"cannot read spec {os.fspath(path)}: {getattr(exc, 'strerror', None) or exc}") from None
+        return self.submit_text(text, os.fspath(path))
+
+    def status(self, job: str | None = None) -> dict:
+        if job is None:
+            return {"jobs": self.index.jobs()}
+        job_id = self.resolve_job(job)
+        found = self.index.job(job_id)
+        assert found is not None
+        return {**found, "tasks": self.index.tasks(job_id)}
+
+    def show(self, job: str) -> dict:
+        view = self.status(job)
+        view["artifacts"] = self.artifacts(view["id"])["artifacts"]
+        return view
+
+    def log(self, job: str) -> dict:
+        job_id = self.resolve_job(job)
+        events = []
+        for commit, op in self.refs.history(job_id):
+            events.append(
+                {
+                    "commit": commit.oid,
+                    "op": op.__struct_config__.tag,
+                    "task": subject(op),
+                    "clock": op.clock,
+                    "at": op.at,
+                    "actor": op.actor,
+                    "record": codec.to_builtins(op),
+                }
+            )
+        return {"id": job_id, "events": events}
+
+    def artifacts(self, job: str) -> dict:
+        job_id = self.resolve_job(job)
+        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
+        out = []
+        for artifact_id_, task, kind in self.index.artifacts(job_id):
+            out.append(
+                {"id": artifact_id_, "kind": kind, "task": task, "summary": describe(snapshot.artifact(artifact_id_))}
+            )
+        return {"id": job_id, "artifacts": out}
+
+    def artifact(self, prefix: str) -> dict:
+        check_prefix(prefix, "artifact")
+        rows = self.index.artifact_ids(prefix)
+        found = resolve_prefix(prefix, sorted({artifact_id_ for artifact_id_, _ in rows}), "artifact")
+        job_id = next(job for artifact_id_, job in rows if artifact_id_ == found)
+        artifact = self.refs.snapshot(job_id, self.index.job_tip(job_id)).artifact(found)
+        return {"id": found, "job": job_id, "record": codec.to_builtins(artifact)}
+
+    def cancel(self, target: str, reason: str | None = None) -> dict:
+        job_id, task_id = self.resolve_target(target)
+        change = self.ledger.cancel(job_id, task_id, self.clock(), reason)
+        return {"job": job_id, "task": task_id, "changed": _changed(change.tasks)}
+
+    def retry(self, target: str) -> dict:
+        job_id, task_id = self.resolve_task(target)
+        change = self.ledger.retry(job_id, task_id, self.clock())
+        return {"job": job_id, "task": task_id, "changed": _changed(change.tasks)}
+
+    def recover(self) -> dict:
+        expired = self.ledger.expire(self.clock())
+        return {"expired": [f"{job}/{task}" for job, task in expired]}
+
+    def rebuild_index(self) -> dict:
+        """Throw the index away and rebuild it from the refs."""
+        self.index.destroy()
+        self.index = Index(self.repo.common_dir)
+        self.ledger = Ledger(self.refs, self.index)
+        moved = self.index.refresh(self.refs)
+        tasks = sum(len(self.index.tasks(job)) for job in moved)
+        return {"jobs": len(moved), "tasks": tasks, "path": str(self.index.path)}
+
+
+def _changed(tasks: dict) -> dict[str, str]:
+    return {task_id: task.state.value for task_id, task in sorted(tasks.items())}

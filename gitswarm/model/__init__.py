@@ -1,0 +1,1 @@
+"""The model layer: records, ids, the codec, the reducer and errors. Imports nothing above it."""

@@ -1,0 +1,167 @@
+"""Artifacts: the typed, immutable results of work.
+
+An artifact's id is the sha256 of its canonical encoding, so the same result
+always has the same id and a stored artifact can never be altered in place.
+Large outputs are not inlined: a BlobRef names a git blob kept reachable from
+the job's tree.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from gitswarm.model.codec import FORMAT, digest
+
+HEX40 = 40
+HEX64 = 64
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _is_hex(value: str, lengths: tuple[int, ...]) -> bool:
+    return len(value) in lengths and all(c in "0123456789abcdef" for c in value)
+
+
+class BlobRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A git blob holding bytes too large or too binary to inline."""
+
+    oid: str
+    size: int
+    truncated: int = 0  # bytes cut beyond the capture cap; 0 when whole
+
+    def __post_init__(self) -> None:
+        _require(_is_hex(self.oid, (HEX40, HEX64)), "blob oid must be a hex object id")
+        _require(self.size >= 0 and self.truncated >= 0, "blob size must be >= 0")
+
+
+class FileChange(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    added: int
+    deleted: int
+
+
+class _Base(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    v: int = FORMAT
+    job: str
+    task: str | None = None
+    attempt: int = 0
+    created: float
+    producer: str = "gitswarm"
+
+
+class Finding(_Base, tag="finding", kw_only=True, frozen=True):
+    title: str
+    body: str = ""
+    confidence: float = 1.0
+    severity: str | None = None
+    low_confidence: bool = False
+
+    def __post_init__(self) -> None:
+        _require(bool(self.title.strip()), "finding.title must not be empty")
+        _require(0.0 <= self.confidence <= 1.0, "finding.confidence must be within 0..1")
+
+
+class Decision(_Base, tag="decision", kw_only=True, frozen=True):
+    title: str
+    rationale: str = ""
+
+    def __post_init__(self) -> None:
+        _require(bool(self.title.strip()), "decision.title must not be empty")
+
+
+class Check(_Base, tag="check", kw_only=True, frozen=True):
+    command: str | list[str]
+    exit_code: int | None  # None: killed before it exited (timeout, cancel)
+    duration: float
+    stdout: BlobRef | None = None
+    stderr: BlobRef | None = None
+    timed_out: bool = False
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(bool(self.command), "check.command must not be empty")
+        _require(self.duration >= 0, "check.duration must be >= 0")
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Patch(_Base, tag="patch", kw_only=True, frozen=True):
+    base: str
+    head: str
+    diff: BlobRef
+    sha256: str
+    files: tuple[FileChange, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require(_is_hex(self.base, (HEX40, HEX64)), "patch.base must be a commit id")
+        _require(_is_hex(self.head, (HEX40, HEX64)), "patch.head must be a commit id")
+        _require(_is_hex(self.sha256, (HEX64,)), "patch.sha256 must be 64 hex digits")
+
+
+VerdictStatus = Literal["complete", "incomplete", "blocked"]
+Integrity = Literal["clean", "suspect", "violation"]
+Contract = Literal["aligned", "unknown", "needs_revision", "invalid"]
+
+
+class Verdict(_Base, tag="verdict", kw_only=True, frozen=True):
+    head: str
+    status: VerdictStatus
+    integrity: Integrity
+    contract: Contract
+    accepted: bool
+    reviewer: str
+    evidence: dict[str, str] = {}
+    checks: tuple[str, ...] = ()
+    patch: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(_is_hex(self.head, (HEX40, HEX64)), "verdict.head must be a commit id")
+        _require(bool(self.reviewer), "verdict.reviewer must not be empty")
+
+
+class Summary(_Base, tag="summary", kw_only=True, frozen=True):
+    text: str
+    data: dict[str, object] = {}
+
+
+Artifact = Finding | Decision | Check | Patch | Verdict | Summary
+KINDS = ("finding", "decision", "check", "patch", "verdict", "summary")
+
+
+def artifact_id(artifact: Artifact) -> str:
+    """The content address of an artifact."""
+    return digest(artifact)
+
+
+def describe(artifact: Artifact) -> str:
+    """A one-line human description of an artifact."""
+    match artifact:
+        case Finding(title=title) | Decision(title=title):
+            return title
+        case Check(command=command, exit_code=code):
+            shown = command if isinstance(command, str) else " ".join(command)
+            return f"{shown} -> exit {code}"
+        case Patch(base=base, head=head, files=files):
+            return f"{base[:10]}..{head[:10]} ({len(files)} files)"
+        case Verdict(status=status, integrity=integrity, contract=contract, head=head):
+            return f"{status}/{integrity}/{contract} on {head[:10]}"
+        case Summary(text=text):
+            return text.splitlines()[0] if text else "summary"
+    return artifact.__class__.__name__.lower()
+
+
+def blob_refs(artifact: Artifact) -> list[BlobRef]:
+    """Every blob an artifact points at; the store keeps each reachable from the job tree."""
+    match artifact:
+        case Check(stdout=out, stderr=err):
+            return [ref for ref in (out, err) if ref is not None]
+        case Patch(diff=diff):
+            return [diff]
+    return []

@@ -1,0 +1,80 @@
+"""Operations: the events that change a job, one per commit on the job's ref.
+
+Every operation carries its own id, a Lamport clock, a wall-clock time and
+the actor that made it, so two clones' histories can be merged by replaying
+both sides in one deterministic order: (clock, actor, id).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from gitswarm.model.codec import FORMAT
+from gitswarm.model.records import Job, TaskSpec
+
+
+class _Op(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
+    v: int = FORMAT
+    id: str
+    clock: int
+    at: float
+    actor: str
+
+    def order_key(self) -> tuple[int, str, str]:
+        return (self.clock, self.actor, self.id)
+
+
+class JobCreated(_Op, tag="job_created", kw_only=True, frozen=True):
+    job: Job
+    tasks: tuple[TaskSpec, ...]
+
+
+class TaskClaimed(_Op, tag="claimed", kw_only=True, frozen=True):
+    task: str
+    token: int
+    owner: str
+    lease_expires: float
+
+
+class TaskFinished(_Op, tag="finished", kw_only=True, frozen=True):
+    """A worker's final write: accepted only if `token` is the task's current claim."""
+
+    task: str
+    token: int
+    ok: bool
+    error: str | None = None
+    artifacts: tuple[str, ...] = ()
+    retryable: bool = True
+
+
+class LeaseExpired(_Op, tag="expired", kw_only=True, frozen=True):
+    task: str
+    token: int
+
+
+class Cancelled(_Op, tag="cancelled", kw_only=True, frozen=True):
+    task: str | None = None  # None cancels the whole job
+    reason: str | None = None
+
+
+class Retried(_Op, tag="retried", kw_only=True, frozen=True):
+    task: str
+
+
+class ArtifactsRecorded(_Op, tag="artifacts", kw_only=True, frozen=True):
+    task: str | None = None
+    artifacts: tuple[str, ...]
+
+
+Op = JobCreated | TaskClaimed | TaskFinished | LeaseExpired | Cancelled | Retried | ArtifactsRecorded
+
+
+def subject(op: Op) -> str:
+    """The task an operation is about, or '*' for the whole job."""
+    task = getattr(op, "task", None)
+    return task if isinstance(task, str) else "*"
+
+
+def title(op: Op) -> str:
+    """The first line of the commit that records `op`."""
+    return f"{op.__struct_config__.tag} {subject(op)}"

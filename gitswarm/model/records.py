@@ -1,0 +1,140 @@
+"""The durable records of a job: Job, JobState, TaskSpec, Task and AgentRun.
+
+All are frozen msgspec Structs with a format version `v`. A Task pairs the
+immutable TaskSpec that the job spec gave with the mutable fields the
+reducer changes; TaskSpec never changes after submission.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+from gitswarm.model.codec import FORMAT
+
+
+class TaskState(enum.StrEnum):
+    BLOCKED = "blocked"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
+#: Terminal states that make every dependent skipped.
+POISON = frozenset({TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
+STATE_ORDER = tuple(TaskState)
+
+
+class Defaults(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    adapter: str = "shell"
+    timeout: float = 600.0
+    max_attempts: int = 3
+    priority: int = 0
+
+
+class TaskSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What the spec asked of one task; fixed at submission."""
+
+    id: str
+    seq: int
+    mode: str = "analyze"
+    adapter: str = "shell"
+    command: str | list[str] | None = None
+    prompt: str | None = None
+    depends_on: tuple[str, ...] = ()
+    dependents: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+    priority: int = 0
+    timeout: float = 600.0
+    max_attempts: int = 3
+    cwd: str | None = None
+    env: dict[str, str] = {}
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True):
+    """One task's materialized state: its spec plus what has happened to it.
+
+    `claims` counts every lease ever granted and never goes down: the current
+    claim's number is the fencing token, so the refs alone can tell a stale
+    result. `attempts` counts attempts since the last retry.
+    """
+
+    v: int = FORMAT
+    spec: TaskSpec
+    state: TaskState
+    attempts: int = 0
+    claims: int = 0
+    owner: str | None = None
+    lease_expires: float | None = None
+    error: str | None = None
+    skipped_because: str | None = None
+    artifacts: tuple[str, ...] = ()
+    updated: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """The job as submitted; never changes."""
+
+    v: int = FORMAT
+    id: str
+    goal: str
+    created: float
+    actor: str
+    defaults: Defaults = Defaults()
+    task_count: int = 0
+    source: str | None = None
+
+
+class JobState(msgspec.Struct, frozen=True, kw_only=True):
+    """The job-level fields the reducer changes, with counts of tasks by state."""
+
+    v: int = FORMAT
+    clock: int = 0
+    ops: int = 0
+    cancelled: bool = False
+    counts: dict[str, int] = {}
+    artifacts: tuple[str, ...] = ()
+    updated: float = 0.0
+
+    def status(self) -> str:
+        """The job's overall status, derived from the task counts."""
+        total = sum(self.counts.values())
+        done = sum(self.counts.get(s.value, 0) for s in TERMINAL)
+        if total and done == total:
+            if self.counts.get(TaskState.SUCCEEDED.value, 0) == total:
+                return "succeeded"
+            return "cancelled" if self.cancelled else "failed"
+        if self.counts.get(TaskState.RUNNING.value, 0) or done:
+            return "running"
+        return "queued"
+
+
+class AgentRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One process run of an adapter for one attempt of a task."""
+
+    v: int = FORMAT
+    job: str
+    task: str
+    attempt: int
+    adapter: str
+    started: float
+    ended: float
+    exit_code: int | None = None
+    session_id: str | None = None
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    error: str | None = None

@@ -1,0 +1,200 @@
+"""The state machine of a job: how one operation changes the materialized state.
+
+This is the only place task transitions are decided. The store applies it
+when it writes an operation, and replays it when it merges two histories;
+the index only mirrors what it produces.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from gitswarm.model.errors import InvalidTransition, LeaseLost
+from gitswarm.model.ops import (
+    ArtifactsRecorded,
+    Cancelled,
+    JobCreated,
+    LeaseExpired,
+    Op,
+    Retried,
+    TaskClaimed,
+    TaskFinished,
+)
+from gitswarm.model.records import POISON, JobState, Task, TaskState
+
+TaskLookup = Callable[[str], Task]
+
+
+@dataclass
+class Change:
+    """The result of applying one operation: the new job state and every task it touched."""
+
+    state: JobState
+    tasks: dict[str, Task] = field(default_factory=dict)
+
+
+class _Apply:
+    def __init__(self, op: Op, state: JobState, lookup: TaskLookup, task_ids: Callable[[], list[str]]) -> None:
+        self.op = op
+        self.state = state
+        self.lookup = lookup
+        self.task_ids = task_ids
+        self.changed: dict[str, Task] = {}
+        self.counts = dict(state.counts)
+
+    def get(self, task_id: str) -> Task:
+        found = self.changed.get(task_id)
+        return found if found is not None else self.lookup(task_id)
+
+    def put(self, old: Task | None, new: Task) -> None:
+        if old is not None:
+            self.counts[old.state.value] -= 1
+        self.counts[new.state.value] = self.counts.get(new.state.value, 0) + 1
+        self.changed[new.id] = new
+
+    def set(self, task: Task, **fields: object) -> Task:
+        new = msgspec.structs.replace(task, updated=self.op.at, **fields)
+        self.put(task, new)
+        return new
+
+    def unblock_dependents(self, task: Task) -> None:
+        for dep_id in task.spec.dependents:
+            dependent = self.get(dep_id)
+            if dependent.state is TaskState.BLOCKED and all(
+                self.get(d).state is TaskState.SUCCEEDED for d in dependent.spec.depends_on
+            ):
+                self.set(dependent, state=TaskState.QUEUED)
+
+    def skip_dependents(self, task: Task) -> None:
+        pending = deque(task.spec.dependents)
+        while pending:
+            dependent = self.get(pending.popleft())
+            if dependent.state.terminal:
+                continue
+            self.set(dependent, state=TaskState.SKIPPED, skipped_because=task.id, owner=None, lease_expires=None)
+            pending.extend(dependent.spec.dependents)
+
+    def revive_dependents(self, task: Task) -> None:
+        pending = deque(task.spec.dependents)
+        while pending:
+            dependent = self.get(pending.popleft())
+            if dependent.state is not TaskState.SKIPPED:
+                continue
+            if any(self.get(d).state in POISON for d in dependent.spec.depends_on):
+                continue
+            self.set(dependent, state=TaskState.BLOCKED, skipped_because=None, attempts=0, error=None)
+            pending.extend(dependent.spec.dependents)
+
+    def running(self, task_id: str, token: int) -> Task:
+        task = self.get(task_id)
+        if task.state is not TaskState.RUNNING or task.claims != token:
+            raise LeaseLost(
+                f"task {task_id}: token {token} is stale (task is {task.state.value}, current claim {task.claims})"
+            )
+        return task
+
+    def end_attempt(self, task: Task, error: str, retryable: bool) -> None:
+        if retryable and task.attempts < task.spec.max_attempts:
+            self.set(task, state=TaskState.QUEUED, error=error, owner=None, lease_expires=None)
+            return
+        failed = self.set(task, state=TaskState.FAILED, error=error, owner=None, lease_expires=None)
+        self.skip_dependents(failed)
+
+    def run(self) -> Change:
+        op = self.op
+        cancelled = self.state.cancelled
+        job_artifacts = self.state.artifacts
+        match op:
+            case JobCreated(tasks=specs):
+                for spec in specs:
+                    state = TaskState.BLOCKED if spec.depends_on else TaskState.QUEUED
+                    self.put(None, Task(spec=spec, state=state, updated=op.at))
+            case TaskClaimed(task=task_id, token=token, owner=owner, lease_expires=expires):
+                task = self.get(task_id)
+                if cancelled:
+                    raise InvalidTransition(f"task {task_id}: the job is cancelled")
+                if task.state is not TaskState.QUEUED:
+                    raise InvalidTransition(f"task {task_id} is {task.state.value}, not queued")
+                if token != task.claims + 1:
+                    raise LeaseLost(f"task {task_id}: claim token {token} is not {task.claims + 1}")
+                self.set(
+                    task,
+                    state=TaskState.RUNNING,
+                    claims=token,
+                    attempts=task.attempts + 1,
+                    owner=owner,
+                    lease_expires=expires,
+                )
+            case TaskFinished(task=task_id, token=token, ok=ok, error=error, artifacts=artifacts):
+                task = self.running(task_id, token)
+                task = msgspec.structs.replace(task, artifacts=task.artifacts + artifacts)
+                if ok:
+                    done = self.set(task, state=TaskState.SUCCEEDED, error=None, owner=None, lease_expires=None)
+                    self.unblock_dependents(done)
+                else:
+                    self.end_attempt(task, error or "failed", op.retryable)
+            case LeaseExpired(task=task_id, token=token):
+                self.end_attempt(self.running(task_id, token), "lease expired", True)
+            case Cancelled(task=None):
+                live = [t for t in map(self.get, self.task_ids()) if not t.state.terminal]
+                if not live:
+                    raise InvalidTransition("the job has already finished; nothing to cancel")
+                cancelled = True
+                for task in live:
+                    self.set(task, state=TaskState.CANCELLED, owner=None, lease_expires=None, error=op.reason)
+            case Cancelled(task=task_id):
+                task = self.get(task_id)
+                if task.state.terminal:
+                    raise InvalidTransition(f"task {task_id} is already {task.state.value}")
+                done = self.set(task, state=TaskState.CANCELLED, owner=None, lease_expires=None, error=op.reason)
+                self.skip_dependents(done)
+            case Retried(task=task_id):
+                task = self.get(task_id)
+                if task.state not in POISON:
+                    raise InvalidTransition(f"task {task_id} is {task.state.value}; only failed, cancelled or skipped tasks can be retried")
+                for dep in task.spec.depends_on:
+                    if self.get(dep).state in POISON:
+                        raise InvalidTransition(f"task {task_id} depends on {dep}, which is {self.get(dep).state.value}; retry {dep}")
+                ready = all(self.get(d).state is TaskState.SUCCEEDED for d in task.spec.depends_on)
+                cancelled = False
+                revived = self.set(
+                    task,
+                    state=TaskState.QUEUED if ready else TaskState.BLOCKED,
+                    attempts=0,
+                    error=None,
+                    skipped_because=None,
+                )
+                self.revive_dependents(revived)
+            case ArtifactsRecorded(task=None, artifacts=artifacts):
+                job_artifacts = job_artifacts + artifacts
+            case ArtifactsRecorded(task=task_id, artifacts=artifacts):
+                task = self.get(task_id)
+                new = msgspec.structs.replace(task, artifacts=task.artifacts + artifacts)
+                self.changed[task_id] = new
+        state = JobState(
+            clock=max(self.state.clock, op.clock),
+            ops=self.state.ops + 1,
+            cancelled=cancelled,
+            counts={k: v for k, v in sorted(self.counts.items()) if v},
+            artifacts=job_artifacts,
+            updated=op.at,
+        )
+        return Change(state=state, tasks=self.changed)
+
+
+def _no_task_ids() -> list[str]:
+    return []
+
+
+def apply(op: Op, state: JobState, lookup: TaskLookup, task_ids: Callable[[], list[str]] = _no_task_ids) -> Change:
+    """Apply `op` to a job whose state is `state` and whose tasks `lookup` returns.
+
+    `task_ids` lists every task of the job; only a whole-job cancel needs it.
+    Raises InvalidTransition or LeaseLost, changing nothing, when `op` does
+    not apply.
+    """
+    return _Apply(op, state, lookup, task_ids).run()

@@ -1,0 +1,192 @@
+"""Job specs: TOML in, validated TaskSpecs out, with the field path in every error.
+
+Nothing is written until a spec has passed every check here: field types,
+id syntax, duplicate ids, unknown dependencies and dependency cycles.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Collection
+from typing import Literal
+
+import msgspec
+
+from gitswarm.model.errors import BadInput, SpecError
+from gitswarm.model.ids import check_task_id
+from gitswarm.model.records import Defaults, TaskSpec
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
+_PATH = re.compile(r"^(.*?) - at `\$\.?(.*)`$")
+
+
+class _RawDefaults(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    adapter: str = "shell"
+    timeout: str | float = 600.0
+    max_attempts: int = 3
+    priority: int = 0
+
+
+class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    id: str
+    mode: Literal["analyze", "implement"] = "analyze"
+    adapter: str | None = None
+    command: str | list[str] | None = None
+    prompt: str | None = None
+    depends_on: list[str] = []
+    checks: list[str] = []
+    priority: int | None = None
+    timeout: str | float | None = None
+    max_attempts: int | None = None
+    cwd: str | None = None
+    env: dict[str, str] = {}
+
+
+class _RawSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    goal: str
+    defaults: _RawDefaults = msgspec.field(default_factory=_RawDefaults)
+    tasks: list[_RawTask]
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    goal: str
+    defaults: Defaults
+    tasks: tuple[TaskSpec, ...]
+
+
+def parse_duration(value: str | float, where: str) -> float:
+    """Seconds from `90`, `1.5`, `"30s"`, `"10m"`, `"1h30m"` or `"250ms"`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        match = _DURATION.fullmatch(text)
+        if not text or match is None or not any(match.groups()):
+            raise SpecError(f"{where}: invalid duration {value!r} (use e.g. 30s, 10m, 1h30m)")
+        hours, minutes, secs, millis = (float(g) if g else 0.0 for g in match.groups())
+        seconds = hours * 3600 + minutes * 60 + secs + millis / 1000
+    if seconds <= 0:
+        raise SpecError(f"{where}: duration must be positive")
+    return seconds
+
+
+def _validation_message(exc: msgspec.ValidationError) -> str:
+    text = str(exc)
+    match = _PATH.match(text)
+    if not match:
+        return f"spec: {text}"
+    message, path = match.groups()
+    message = message[0].lower() + message[1:]
+    message = message.replace("object contains unknown field", "unknown field")
+    return f"{path or 'spec'}: {message}"
+
+
+def parse_spec(text: str, adapters: Collection[str], source: str = "spec") -> JobSpec:
+    """Parse and validate a TOML job spec; `adapters` are the adapter names known here."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{source}: invalid TOML: {exc}") from None
+    try:
+        raw = msgspec.convert(data, _RawSpec)
+    except msgspec.ValidationError as exc:
+        raise SpecError(_validation_message(exc)) from None
+    return _validate(raw, adapters)
+
+
+def _check_positive(value: int, where: str) -> int:
+    if value < 1:
+        raise SpecError(f"{where}: must be at least 1")
+    return value
+
+
+def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
+    if not raw.goal.strip():
+        raise SpecError("goal: must not be empty")
+    if not raw.tasks:
+        raise SpecError("tasks: a job needs at least one task")
+    defaults = Defaults(
+        adapter=raw.defaults.adapter,
+        timeout=parse_duration(raw.defaults.timeout, "defaults.timeout"),
+        max_attempts=_check_positive(raw.defaults.max_attempts, "defaults.max_attempts"),
+        priority=raw.defaults.priority,
+    )
+    if defaults.adapter not in adapters:
+        raise SpecError(f"defaults.adapter: unknown adapter {defaults.adapter!r}")
+    seen: dict[str, int] = {}
+    for n, task in enumerate(raw.tasks):
+        where = f"tasks[{n}]"
+        try:
+            check_task_id(task.id, f"{where}.id")
+        except BadInput as exc:
+            raise SpecError(str(exc)) from None
+        if task.id in seen:
+            raise SpecError(f"{where}.id: duplicate task id {task.id!r} (also tasks[{seen[task.id]}])")
+        seen[task.id] = n
+    dependents: dict[str, list[str]] = {task.id: [] for task in raw.tasks}
+    specs = []
+    for n, task in enumerate(raw.tasks):
+        where = f"tasks[{n}]"
+        for d, dep in enumerate(task.depends_on):
+            if dep not in seen:
+                raise SpecError(f'{where}.depends_on: unknown task "{dep}"')
+            if dep == task.id:
+                raise SpecError(f"{where}.depends_on: task {task.id!r} depends on itself")
+            if dep in task.depends_on[:d]:
+                raise SpecError(f"{where}.depends_on: {dep!r} listed twice")
+            dependents[dep].append(task.id)
+        adapter = task.adapter or defaults.adapter
+        if adapter not in adapters:
+            raise SpecError(f"{where}.adapter: unknown adapter {adapter!r}")
+        if adapter == "shell" and not task.command:
+            raise SpecError(f"{where}.command: the shell adapter needs a command")
+        if adapter != "shell" and not (task.prompt or "").strip():
+            raise SpecError(f"{where}.prompt: adapter {adapter!r} needs a prompt")
+        timeout = defaults.timeout if task.timeout is None else parse_duration(task.timeout, f"{where}.timeout")
+        max_attempts = defaults.max_attempts if task.max_attempts is None else task.max_attempts
+        specs.append(
+            TaskSpec(
+                id=task.id,
+                seq=n,
+                mode=task.mode,
+                adapter=adapter,
+                command=task.command,
+                prompt=task.prompt,
+                depends_on=tuple(task.depends_on),
+                checks=tuple(task.checks),
+                priority=defaults.priority if task.priority is None else task.priority,
+                timeout=timeout,
+                max_attempts=_check_positive(max_attempts, f"{where}.max_attempts"),
+                cwd=task.cwd,
+                env=dict(task.env),
+            )
+        )
+    specs = [msgspec.structs.replace(s, dependents=tuple(dependents[s.id])) for s in specs]
+    _refuse_cycles(specs)
+    return JobSpec(goal=raw.goal, defaults=defaults, tasks=tuple(specs))
+
+
+def _refuse_cycles(specs: list[TaskSpec]) -> None:
+    """Kahn's algorithm; on a cycle, name one concretely."""
+    waiting = {s.id: len(s.depends_on) for s in specs}
+    by_id = {s.id: s for s in specs}
+    ready = [s.id for s in specs if not s.depends_on]
+    while ready:
+        for dependent in by_id[ready.pop()].dependents:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+    stuck = {task_id for task_id, count in waiting.items() if count}
+    if not stuck:
+        return
+    start = min(stuck, key=lambda t: by_id[t].seq)
+    path, node = [start], start
+    while True:
+        node = next(d for d in by_id[node].depends_on if d in stuck)
+        if node in path:
+            cycle = path[path.index(node):] + [node]
+            break
+        path.append(node)
+    seq = by_id[cycle[0]].seq
+    raise SpecError(f"tasks[{seq}].depends_on: dependency cycle {' -> '.join(cycle)}")

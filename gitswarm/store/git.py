@@ -1,0 +1,179 @@
+"""The pygit2 implementation of GitRepo: the only module that imports pygit2."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pygit2
+
+from gitswarm.model.errors import NotARepository, RefConflict
+from gitswarm.store.gitrepo import CommitInfo
+
+_TREE = pygit2.enums.FileMode.TREE
+_BLOB = pygit2.enums.FileMode.BLOB
+_LOCK_RETRIES = 20
+
+
+def _is_lock_error(exc: pygit2.GitError) -> bool:
+    text = str(exc)
+    return "lock" in text or "locked" in text
+
+
+class PygitRepo:
+    """A git repository, reached through libgit2."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        try:
+            found = pygit2.discover_repository(str(path))
+        except pygit2.GitError:
+            found = None
+        if found is None:
+            raise NotARepository(f"not a git repository (or any parent): {os.fspath(path)}")
+        self.repo = pygit2.Repository(found)
+        gitdir = Path(self.repo.path)
+        commondir = gitdir / "commondir"
+        self._common = (gitdir / commondir.read_text().strip()).resolve() if commondir.exists() else gitdir.resolve()
+
+    @property
+    def common_dir(self) -> Path:
+        return self._common
+
+    @property
+    def workdir(self) -> Path | None:
+        return Path(self.repo.workdir) if self.repo.workdir else None
+
+    def list_refs(self, prefix: str) -> dict[str, str]:
+        found = {}
+        for name in self.repo.references:
+            if name.startswith(prefix):
+                found[name] = str(self.repo.references[name].target)
+        return found
+
+    def read_ref(self, name: str) -> str | None:
+        ref = self.repo.references.get(name)
+        return None if ref is None else str(ref.target)
+
+    def cas_ref(self, name: str, new: str, expected: str | None, message: str = "") -> None:
+        """Compare-and-swap; a held lock is waited out briefly, a moved ref raises RefConflict."""
+        target = pygit2.Oid(hex=new)
+        for attempt in range(_LOCK_RETRIES):
+            try:
+                if expected is None:
+                    self.repo.create_reference_direct(name, target, False, message=message or None)
+                    return
+                ref = self.repo.references.get(name)
+                if ref is None or str(ref.target) != expected:
+                    raise RefConflict(f"{name} moved (expected {expected[:12]})")
+                ref.set_target(target, message or "gitswarm")
+                return
+            except pygit2.AlreadyExistsError:
+                raise RefConflict(f"{name} already exists") from None
+            except pygit2.GitError as exc:
+                if "does not match" in str(exc):
+                    raise RefConflict(f"{name} moved (expected {expected and expected[:12]})") from None
+                if not _is_lock_error(exc) or attempt == _LOCK_RETRIES - 1:
+                    raise
+                time.sleep(random.uniform(0.0005, 0.002 * (attempt + 1)))
+
+    def delete_ref(self, name: str, expected: str) -> None:
+        ref = self.repo.references.get(name)
+        if ref is None or str(ref.target) != expected:
+            raise RefConflict(f"{name} moved; not deleting")
+        ref.delete()
+
+    def write_blob(self, data: bytes) -> str:
+        return str(self.repo.create_blob(data))
+
+    def read_blob(self, oid: str) -> bytes:
+        return self.repo[oid].data
+
+    def commit_info(self, oid: str) -> CommitInfo:
+        commit = self.repo[oid]
+        return CommitInfo(
+            oid=oid,
+            tree=str(commit.tree_id),
+            parents=tuple(str(p) for p in commit.parent_ids),
+            message=commit.message,
+            time=commit.commit_time,
+        )
+
+    def tree_entry(self, tree: str, path: str) -> str | None:
+        try:
+            return str(self.repo[tree][path].id)
+        except KeyError:
+            return None
+
+    def tree_items(self, tree: str, path: str = "") -> Iterator[tuple[str, str, bool]]:
+        root = self.repo[tree]
+        if path:
+            try:
+                root = self.repo[root[path].id]
+            except KeyError:
+                return
+        for entry in root:
+            yield entry.name, str(entry.id), entry.filemode == _TREE
+
+    def update_tree(self, tree: str | None, changes: Mapping[str, str | None]) -> str:
+        here: dict[str, str | None] = {}
+        below: dict[str, dict[str, str | None]] = defaultdict(dict)
+        for path, oid in changes.items():
+            head, sep, rest = path.partition("/")
+            if sep:
+                below[head][rest] = oid
+            else:
+                here[head] = oid
+        base = self.repo[tree] if tree else None
+        builder = self.repo.TreeBuilder(base) if base is not None else self.repo.TreeBuilder()
+        for name, oid in here.items():
+            if oid is None:
+                if builder.get(name) is not None:
+                    builder.remove(name)
+            else:
+                builder.insert(name, pygit2.Oid(hex=oid), _BLOB)
+        for name, sub_changes in below.items():
+            existing = builder.get(name)
+            sub = str(existing.id) if existing is not None and existing.filemode == _TREE else None
+            new_sub = self.update_tree(sub, sub_changes)
+            if len(self.repo[new_sub]) == 0:
+                if existing is not None:
+                    builder.remove(name)
+            else:
+                builder.insert(name, pygit2.Oid(hex=new_sub), _TREE)
+        return str(builder.write())
+
+    def commit(self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float) -> str:
+        signature = pygit2.Signature(who[0], who[1], int(when), 0)
+        oid = self.repo.create_commit(
+            None, signature, signature, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
+        )
+        return str(oid)
+
+    def walk(self, tip: str) -> Iterator[CommitInfo]:
+        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        for commit in walker:
+            yield CommitInfo(
+                oid=str(commit.id),
+                tree=str(commit.tree_id),
+                parents=tuple(str(p) for p in commit.parent_ids),
+                message=commit.message,
+                time=commit.commit_time,
+            )
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        base = self.repo.merge_base(pygit2.Oid(hex=a), pygit2.Oid(hex=b))
+        return None if base is None else str(base)
+
+
+def open_repo(path: str | os.PathLike[str] = ".") -> PygitRepo:
+    return PygitRepo(path)
+
+
+def init_repo(path: str | os.PathLike[str]) -> PygitRepo:
+    """Create a new non-bare repository at `path` and open it."""
+    pygit2.init_repository(os.fspath(path), bare=False, initial_head="main")
+    return PygitRepo(path)

@@ -1,0 +1,341 @@
+"""The SQLite index: a rebuildable cache of the refs plus the leases.
+
+It lives in the git common dir (shared by every worktree), in WAL mode. It
+records per job the ref tip it last indexed; `refresh` re-indexes whatever
+moved. A missing, corrupt or old-format index is rebuilt from the refs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from gitswarm.model.artifacts import Artifact, artifact_id
+from gitswarm.model.errors import BadInput, CorruptRecord, NewerFormat
+from gitswarm.model.ids import check_job_id
+from gitswarm.model.records import Job, JobState, Task, TaskState
+from gitswarm.store.jobs import JobRefs, Snapshot
+
+INDEX_FORMAT = 1
+BUSY_TIMEOUT_MS = 60_000
+
+SCHEMA = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    goal TEXT NOT NULL,
+    created REAL NOT NULL,
+    tip TEXT NOT NULL,
+    status TEXT NOT NULL,
+    cancelled INTEGER NOT NULL,
+    counts TEXT NOT NULL,
+    clock INTEGER NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE tasks (
+    job TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    claims INTEGER NOT NULL,
+    owner TEXT,
+    adapter TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    depends_on TEXT NOT NULL,
+    error TEXT,
+    skipped_because TEXT,
+    artifacts INTEGER NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (job, id)
+) WITHOUT ROWID;
+CREATE INDEX tasks_by_seq ON tasks (job, seq);
+CREATE INDEX tasks_queued ON tasks (priority DESC, job, seq) WHERE state = 'queued';
+CREATE TABLE leases (
+    job TEXT NOT NULL,
+    task TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    heartbeat REAL NOT NULL,
+    PRIMARY KEY (job, task)
+) WITHOUT ROWID;
+CREATE INDEX leases_by_expiry ON leases (expires);
+CREATE TABLE artifacts (
+    id TEXT NOT NULL,
+    job TEXT NOT NULL,
+    task TEXT,
+    kind TEXT NOT NULL,
+    PRIMARY KEY (id, job)
+) WITHOUT ROWID;
+CREATE INDEX artifacts_by_job ON artifacts (job);
+"""
+
+TASK_COLUMNS = (
+    "id, seq, state, priority, attempts, max_attempts, claims, owner, adapter, mode,"
+    " depends_on, error, skipped_because, artifacts, updated"
+)
+
+
+def index_path(common_dir: Path) -> Path:
+    return common_dir / "gitswarm" / "index.sqlite"
+
+
+def _task_row(job_id: str, task: Task) -> tuple:
+    spec = task.spec
+    return (
+        job_id,
+        task.id,
+        spec.seq,
+        task.state.value,
+        spec.priority,
+        task.attempts,
+        spec.max_attempts,
+        task.claims,
+        task.owner,
+        spec.adapter,
+        spec.mode,
+        json.dumps(list(spec.depends_on)),
+        task.error,
+        task.skipped_because,
+        len(task.artifacts),
+        task.updated,
+    )
+
+
+class Index:
+    """One connection to the index. Writers use `immediate()` for a short BEGIN IMMEDIATE transaction."""
+
+    def __init__(self, common_dir: Path) -> None:
+        self.path = index_path(common_dir)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rebuilt = False
+        self.invalid: dict[str, str] = {}
+        self.db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            db = self._open()
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'jobs'").fetchone()[0]
+        except sqlite3.DatabaseError:
+            self._remove_files()
+            db, version, tables = self._open(), 0, 0
+        if version != INDEX_FORMAT or not tables:
+            db.close()
+            self._create()
+            db = self._open()
+        return db
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        return db
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    def _create(self) -> None:
+        """(Re)create the schema under an exclusive lock; another process may be racing us."""
+        db = self._open()
+        try:
+            db.execute("BEGIN EXCLUSIVE")
+            if db.execute("PRAGMA user_version").fetchone()[0] != INDEX_FORMAT:
+                for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                    db.execute(f"DROP TABLE IF EXISTS {name}")
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {INDEX_FORMAT}")
+                self.rebuilt = True
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def destroy(self) -> None:
+        """Close and delete the index files; the next Index() rebuilds from the refs."""
+        self.db.close()
+        self._remove_files()
+
+    @contextlib.contextmanager
+    def immediate(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction; every lease operation runs inside one."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- keeping in step with the refs ------------------------------------------------
+
+    def tips(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT id, tip FROM jobs").fetchall())
+
+    def refresh(self, refs: JobRefs, only: Iterable[str] | None = None) -> list[str]:
+        """Re-index every job whose ref tip differs from the one indexed; returns their ids."""
+        current = refs.tips()
+        if only is not None:
+            wanted = set(only)
+            current = {job: tip for job, tip in current.items() if job in wanted}
+        indexed = self.tips()
+        if only is not None:
+            indexed = {job: tip for job, tip in indexed.items() if job in wanted}
+        moved = [job for job, tip in current.items() if indexed.get(job) != tip]
+        gone = [job for job in indexed if job not in current]
+        if not moved and not gone:
+            return []
+        with self.immediate():
+            for job in gone:
+                self._forget(job)
+            for job in moved:
+                try:
+                    check_job_id(job)
+                    self.reindex(refs.snapshot(job, current[job]))
+                except (CorruptRecord, NewerFormat, BadInput) as exc:
+                    # A bad job stays out of the index (and out of reach) but never blocks the others.
+                    self._forget(job)
+                    self.invalid[job] = str(exc)
+        return moved + gone
+
+    def _forget(self, job_id: str) -> None:
+        for table, column in (("jobs", "id"), ("tasks", "job"), ("leases", "job"), ("artifacts", "job")):
+            self.db.execute(f"DELETE FROM {table} WHERE {column} = ?", (job_id,))
+
+    def reindex(self, snapshot: Snapshot) -> None:
+        """Replace everything indexed about one job with what its snapshot holds (inside a transaction)."""
+        db = self.db
+        leases = {
+            (task, token): (expires, heartbeat)
+            for task, token, expires, heartbeat in db.execute(
+                "SELECT task, token, expires, heartbeat FROM leases WHERE job = ?", (snapshot.job_id,)
+            )
+        }
+        self._forget(snapshot.job_id)
+        self._put_job(snapshot.job, snapshot.state, snapshot.tip)
+        tasks = snapshot.tasks()
+        db.executemany(f"INSERT INTO tasks VALUES ({','.join('?' * 16)})", [_task_row(snapshot.job_id, t) for t in tasks])
+        for task in tasks:
+            if task.state is TaskState.RUNNING:
+                kept = leases.get((task.id, task.claims))
+                expires, heartbeat = kept if kept else (task.lease_expires or 0.0, task.updated)
+                self._put_lease(snapshot.job_id, task, max(expires, task.lease_expires or 0.0), heartbeat)
+        rows = []
+        for artifact_id_ in snapshot.artifact_ids():
+            artifact = snapshot.artifact(artifact_id_)
+            rows.append((artifact_id_, snapshot.job_id, artifact.task, artifact.__struct_config__.tag))
+        db.executemany("INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?)", rows)
+
+    def _put_job(self, job: Job, state: JobState, tip: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                job.id,
+                job.goal,
+                job.created,
+                tip,
+                state.status(),
+                int(state.cancelled),
+                json.dumps(state.counts, sort_keys=True),
+                state.clock,
+                state.updated,
+            ),
+        )
+
+    def _put_lease(self, job_id: str, task: Task, expires: float, heartbeat: float) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+            (job_id, task.id, task.owner or "", task.claims, expires, heartbeat),
+        )
+
+    def record(
+        self, job: Job, state: JobState, tip: str, tasks: Iterable[Task], artifacts: Iterable[Artifact] = ()
+    ) -> None:
+        """Mirror one written operation: the job row, every changed task, its lease, new artifacts."""
+        self._put_job(job, state, tip)
+        db = self.db
+        for task in tasks:
+            db.execute(f"INSERT OR REPLACE INTO tasks VALUES ({','.join('?' * 16)})", _task_row(job.id, task))
+            if task.state is TaskState.RUNNING:
+                self._put_lease(job.id, task, task.lease_expires or 0.0, task.updated)
+            else:
+                db.execute("DELETE FROM leases WHERE job = ? AND task = ?", (job.id, task.id))
+        for artifact in artifacts:
+            db.execute(
+                "INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?)",
+                (artifact_id(artifact), job.id, artifact.task, artifact.__struct_config__.tag),
+            )
+
+    # -- queries ------------------------------------------------------------------------
+
+    def job_ids(self) -> list[str]:
+        return [row[0] for row in self.db.execute("SELECT id FROM jobs ORDER BY id")]
+
+    def job_tip(self, job_id: str) -> str | None:
+        row = self.db.execute("SELECT tip FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return row[0] if row else None
+
+    def jobs(self) -> list[dict]:
+        rows = self.db.execute(
+            "SELECT id, goal, created, status, cancelled, counts, updated FROM jobs ORDER BY id"
+        ).fetchall()
+        return [
+            {
+                "id": job_id,
+                "goal": goal,
+                "status": status,
+                "created": created,
+                "updated": updated,
+                "counts": json.loads(counts),
+            }
+            for job_id, goal, created, status, cancelled, counts, updated in rows
+        ]
+
+    def job(self, job_id: str) -> dict | None:
+        return next((j for j in self.jobs() if j["id"] == job_id), None)
+
+    def tasks(self, job_id: str) -> list[dict]:
+        cursor = self.db.execute(f"SELECT {TASK_COLUMNS} FROM tasks WHERE job = ? ORDER BY seq", (job_id,))
+        names = [d[0] for d in cursor.description]
+        out = []
+        for row in cursor:
+            task = dict(zip(names, row))
+            task["depends_on"] = json.loads(task["depends_on"])
+            out.append(task)
+        return out
+
+    def jobs_with_task(self, task_id: str, unfinished: bool) -> list[str]:
+        query = "SELECT t.job FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.id = ?"
+        if unfinished:
+            query += " AND j.status IN ('queued', 'running')"
+        return [row[0] for row in self.db.execute(query, (task_id,))]
+
+    def artifact_ids(self, prefix: str) -> list[tuple[str, str]]:
+        """(artifact id, job id) for artifacts whose id starts with prefix."""
+        return self.db.execute(
+            "SELECT id, job FROM artifacts WHERE id >= ? AND id < ? ORDER BY id", (prefix, prefix + "\uffff")
+        ).fetchall()
+
+    def artifacts(self, job_id: str) -> list[tuple[str, str | None, str]]:
+        return self.db.execute(
+            "SELECT id, task, kind FROM artifacts WHERE job = ? ORDER BY id", (job_id,)
+        ).fetchall()
+
+    def lease(self, job_id: str, task_id: str) -> tuple[str, int, float, float] | None:
+        return self.db.execute(
+            "SELECT owner, token, expires, heartbeat FROM leases WHERE job = ? AND task = ?", (job_id, task_id)
+        ).fetchone()
+
+    def leases(self) -> list[tuple[str, str, str, int, float]]:
+        return self.db.execute("SELECT job, task, owner, token, expires FROM leases ORDER BY job, task").fetchall()

@@ -1,0 +1,169 @@
+"""Jobs as commit chains on refs: read a snapshot, append an operation.
+
+Each commit records one operation (its canonical JSON is the commit message
+body) and its tree is the materialized state after it, so reading a job is
+one tree read and a write touches only the paths that changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from gitswarm.model import codec
+from gitswarm.model.artifacts import Artifact, artifact_id, blob_refs
+from gitswarm.model.errors import CorruptRecord, NotFound
+from gitswarm.model.ids import new_id
+from gitswarm.model.ops import JobCreated, Op, title
+from gitswarm.model.records import Job, JobState, Task
+from gitswarm.model.reducer import Change, apply
+from gitswarm.store import layout
+from gitswarm.store.gitrepo import CommitInfo, GitRepo
+
+COMMITTER = "gitswarm"
+
+
+class Snapshot:
+    """A job as of one commit. Task records are read (and cached) on demand."""
+
+    def __init__(self, repo: GitRepo, job_id: str, tip: str) -> None:
+        self.repo = repo
+        self.job_id = job_id
+        self.tip = tip
+        self.where = layout.job_ref(job_id)
+        self.tree = repo.commit_info(tip).tree
+        self.job: Job = self._read(layout.JOB_PATH, Job)
+        self.state: JobState = self._read(layout.STATE_PATH, JobState)
+        if self.job.id != job_id:
+            raise CorruptRecord(f"{self.where}: job record names {self.job.id!r}")
+        self._tasks: dict[str, Task] = {}
+
+    def _read(self, path: str, kind: type) -> object:
+        oid = self.repo.tree_entry(self.tree, path)
+        if oid is None:
+            raise CorruptRecord(f"{self.where}:{path}: missing")
+        return codec.decode(self.repo.read_blob(oid), kind, f"{self.where}:{path}")
+
+    def task(self, task_id: str) -> Task:
+        found = self._tasks.get(task_id)
+        if found is None:
+            path = layout.task_path(task_id)
+            oid = self.repo.tree_entry(self.tree, path)
+            if oid is None:
+                raise NotFound(f"job {self.job_id} has no task {task_id!r}")
+            found = codec.decode(self.repo.read_blob(oid), Task, f"{self.where}:{path}")
+            if found.id != task_id:
+                raise CorruptRecord(f"{self.where}:{path}: record names task {found.id!r}")
+            self._tasks[task_id] = found
+        return found
+
+    def task_ids(self) -> list[str]:
+        ids = []
+        for fan, fan_oid, is_tree in self.repo.tree_items(self.tree, layout.TASKS_DIR):
+            if is_tree:
+                ids.extend(name for name, _, _ in self.repo.tree_items(fan_oid))
+        return ids
+
+    def tasks(self) -> list[Task]:
+        """Every task of the job, in spec order."""
+        return sorted((self.task(t) for t in self.task_ids()), key=lambda t: t.spec.seq)
+
+    def artifact_ids(self) -> list[str]:
+        ids = []
+        for _, fan_oid, is_tree in self.repo.tree_items(self.tree, layout.ARTIFACTS_DIR):
+            if is_tree:
+                ids.extend(name for name, _, _ in self.repo.tree_items(fan_oid))
+        return ids
+
+    def artifact(self, artifact_id_: str) -> Artifact:
+        path = layout.artifact_path(artifact_id_)
+        oid = self.repo.tree_entry(self.tree, path)
+        if oid is None:
+            raise NotFound(f"job {self.job_id} has no artifact {artifact_id_}")
+        return codec.decode(self.repo.read_blob(oid), Artifact, f"{self.where}:{path}")
+
+
+def op_message(op: Op) -> str:
+    return f"{title(op)}\n\n{codec.encode(op).decode()}\n"
+
+
+def parse_op(commit: CommitInfo, where: str) -> Op:
+    _, _, body = commit.message.partition("\n\n")
+    return codec.decode(body.strip().encode(), Op, f"{where}@{commit.oid[:12]}")
+
+
+class JobRefs:
+    """Every job of a repository, one ref each."""
+
+    def __init__(self, repo: GitRepo, actor: str) -> None:
+        self.repo = repo
+        self.actor = actor
+
+    def tips(self) -> dict[str, str]:
+        prefix = layout.JOBS_PREFIX
+        return {name[len(prefix):]: tip for name, tip in self.repo.list_refs(prefix).items()}
+
+    def snapshot(self, job_id: str, tip: str | None = None) -> Snapshot:
+        if tip is None:
+            tip = self.repo.read_ref(layout.job_ref(job_id))
+            if tip is None:
+                raise NotFound(f"no job {job_id}")
+        return Snapshot(self.repo, job_id, tip)
+
+    def next_op(self, kind: type, snapshot: Snapshot | None, now: float, **fields: object) -> Op:
+        """A new operation stamped with the next Lamport clock of the job."""
+        clock = (snapshot.state.clock if snapshot else 0) + 1
+        return kind(id=new_id(now), clock=clock, at=now, actor=self.actor, **fields)
+
+    def create(self, op: JobCreated) -> tuple[str, Change]:
+        """Write a new job's first commit and create its ref (CAS against absence)."""
+        change = apply(op, JobState(), _no_tasks)
+        paths = {layout.JOB_PATH: self.repo.write_blob(codec.encode(op.job))}
+        tip = self._commit(None, None, op, change, paths, ())
+        self.repo.cas_ref(layout.job_ref(op.job.id), tip, None, "gitswarm: create job")
+        return tip, change
+
+    def append(self, snapshot: Snapshot, op: Op, artifacts: Iterable[Artifact] = ()) -> tuple[str, Change]:
+        """Apply `op` on `snapshot`, commit it, and CAS the ref from snapshot.tip.
+
+        Raises InvalidTransition/LeaseLost (nothing written) when the op does
+        not apply, RefConflict when the ref moved since the snapshot.
+        """
+        change = apply(op, snapshot.state, snapshot.task, snapshot.task_ids)
+        tip = self._commit(snapshot.tree, snapshot.tip, op, change, {}, artifacts)
+        self.repo.cas_ref(layout.job_ref(snapshot.job_id), tip, snapshot.tip, "gitswarm")
+        return tip, change
+
+    def _commit(
+        self,
+        tree: str | None,
+        parent: str | None,
+        op: Op,
+        change: Change,
+        paths: dict[str, str | None],
+        artifacts: Iterable[Artifact],
+    ) -> str:
+        write = self.repo.write_blob
+        paths[layout.STATE_PATH] = write(codec.encode(change.state))
+        for task in change.tasks.values():
+            paths[layout.task_path(task.id)] = write(codec.encode(task))
+        for artifact in artifacts:
+            data = codec.encode(artifact)
+            paths[layout.artifact_path(artifact_id(artifact))] = write(data)
+            for ref in blob_refs(artifact):
+                paths[layout.blob_path(ref.oid)] = ref.oid
+        new_tree = self.repo.update_tree(tree, paths)
+        who = (COMMITTER, f"{op.actor}@gitswarm")
+        return self.repo.commit(new_tree, [parent] if parent else [], op_message(op), who, op.at)
+
+    def history(self, job_id: str) -> Iterator[tuple[CommitInfo, Op]]:
+        """Every (commit, operation) of a job, oldest first."""
+        tip = self.repo.read_ref(layout.job_ref(job_id))
+        if tip is None:
+            raise NotFound(f"no job {job_id}")
+        where = layout.job_ref(job_id)
+        for commit in self.repo.walk(tip):
+            yield commit, parse_op(commit, where)
+
+
+def _no_tasks(task_id: str) -> Task:
+    raise NotFound(f"no task {task_id!r}")

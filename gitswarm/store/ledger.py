@@ -1,0 +1,226 @@
+"""Transitions: each one a short BEGIN IMMEDIATE transaction around a ref CAS.
+
+The index's write lock is the critical section: inside it the fencing token
+is checked, the operation is committed to the job's ref by compare-and-swap
+against the tip the index holds, and the index is updated. If the ref moved
+underneath (another clone's state was pulled in), the job is re-indexed from
+the ref and the transition rebuilt on the new tip, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gitswarm.model.artifacts import Artifact, artifact_id
+from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, NotFound, RefConflict
+from gitswarm.model.ids import new_id
+from gitswarm.model.ops import ArtifactsRecorded, Cancelled, JobCreated, LeaseExpired, Retried, TaskClaimed, TaskFinished
+from gitswarm.model.records import Job, Task, TaskSpec
+from gitswarm.model.reducer import Change
+from gitswarm.model.spec import JobSpec
+from gitswarm.store.index import Index
+from gitswarm.store.jobs import JobRefs, Snapshot
+
+CAS_RETRIES = 6
+CLAIM_SPREAD = 8
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a worker holds while it runs a task; `token` fences its writes."""
+
+    job: str
+    task: str
+    token: int
+    owner: str
+    expires: float
+    attempt: int
+    spec: TaskSpec
+
+
+class Ledger:
+    """Every state transition of every job in one repository."""
+
+    def __init__(self, refs: JobRefs, index: Index) -> None:
+        self.refs = refs
+        self.index = index
+
+    def _snapshot(self, job_id: str) -> Snapshot:
+        tip = self.index.job_tip(job_id)
+        if tip is None:
+            raise NotFound(f"no job {job_id}")
+        return self.refs.snapshot(job_id, tip)
+
+    def _transition(
+        self, job_id: str, build: Callable[[Snapshot], tuple[object, Sequence[Artifact]]]
+    ) -> tuple[Snapshot, Change]:
+        """Run build→append→record inside the caller's transaction, rebuilding on a lost CAS."""
+        for attempt in range(CAS_RETRIES):
+            snapshot = self._snapshot(job_id)
+            op, artifacts = build(snapshot)
+            try:
+                tip, change = self.refs.append(snapshot, op, artifacts)
+            except RefConflict:
+                time.sleep(random.uniform(0, 0.002 * 2**attempt))
+                current = self.refs.repo.read_ref(snapshot.where)
+                if current is None:
+                    raise NotFound(f"job {job_id} was deleted") from None
+                self.index.reindex(self.refs.snapshot(job_id, current))
+                continue
+            self.index.record(snapshot.job, change.state, tip, change.tasks.values(), artifacts)
+            return snapshot, change
+        raise InternalError(f"job {job_id}: its ref kept moving; gave up after {CAS_RETRIES} attempts")
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, now: float, source: str | None = None) -> str:
+        job = Job(
+            id=new_id(now),
+            goal=spec.goal,
+            created=now,
+            actor=self.refs.actor,
+            defaults=spec.defaults,
+            task_count=len(spec.tasks),
+            source=source,
+        )
+        op = self.refs.next_op(JobCreated, None, now, job=job, tasks=spec.tasks)
+        with self.index.immediate():
+            tip, change = self.refs.create(op)
+            self.index.record(job, change.state, tip, change.tasks.values())
+        return job.id
+
+    def cancel(self, job_id: str, task_id: str | None, now: float, reason: str | None = None) -> Change:
+        with self.index.immediate():
+            _, change = self._transition(
+                job_id, lambda s: (self.refs.next_op(Cancelled, s, now, task=task_id, reason=reason), ())
+            )
+        return change
+
+    def retry(self, job_id: str, task_id: str, now: float) -> Change:
+        with self.index.immediate():
+            _, change = self._transition(job_id, lambda s: (self.refs.next_op(Retried, s, now, task=task_id), ()))
+        return change
+
+    def record_artifacts(self, job_id: str, task_id: str | None, artifacts: Sequence[Artifact], now: float) -> list[str]:
+        ids = tuple(artifact_id(a) for a in artifacts)
+        with self.index.immediate():
+            self._transition(
+                job_id,
+                lambda s: (self.refs.next_op(ArtifactsRecorded, s, now, task=task_id, artifacts=ids), artifacts),
+            )
+        return list(ids)
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def claim(self, owner: str, ttl: float, now: float, job_id: str | None = None, jobs: Sequence[str] | None = None) -> Lease | None:
+        """Lease one queued task (highest priority first), or None when there is none.
+
+        Candidates of the top priority are picked at random among the first
+        few, so workers claiming at once spread over rows instead of queueing
+        on one.
+        """
+        query = (
+            "SELECT t.job, t.id, t.priority FROM tasks t JOIN jobs j ON j.id = t.job"
+            " WHERE t.state = 'queued' AND j.cancelled = 0"
+        )
+        params: list[object] = []
+        if job_id is not None:
+            query += " AND t.job = ?"
+            params.append(job_id)
+        query += " ORDER BY t.priority DESC, t.job, t.seq LIMIT ?"
+        params.append(CLAIM_SPREAD)
+        with self.index.immediate() as db:
+            rows = db.execute(query, params).fetchall()
+            if jobs is not None:
+                rows = [r for r in rows if r[0] in jobs]
+            if not rows:
+                return None
+            top = [r for r in rows if r[2] == rows[0][2]]
+            chosen_job, chosen_task, _ = random.choice(top)
+
+            def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:
+                task = snapshot.task(chosen_task)
+                op = self.refs.next_op(
+                    TaskClaimed, snapshot, now, task=chosen_task, token=task.claims + 1, owner=owner, lease_expires=now + ttl
+                )
+                return op, ()
+
+            _, change = self._transition(chosen_job, build)
+        task = change.tasks[chosen_task]
+        return Lease(
+            job=chosen_job,
+            task=chosen_task,
+            token=task.claims,
+            owner=owner,
+            expires=now + ttl,
+            attempt=task.attempts,
+            spec=task.spec,
+        )
+
+    def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        """Extend a live lease; LeaseLost if it expired, was revoked or superseded."""
+        with self.index.immediate() as db:
+            updated = db.execute(
+                "UPDATE leases SET expires = ?, heartbeat = ? WHERE job = ? AND task = ? AND token = ? AND expires >= ?",
+                (now + ttl, now, lease.job, lease.task, lease.token, now),
+            ).rowcount
+        if not updated:
+            raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held")
+        return Lease(lease.job, lease.task, lease.token, lease.owner, now + ttl, lease.attempt, lease.spec)
+
+    def finish(
+        self,
+        lease: Lease,
+        ok: bool,
+        now: float,
+        error: str | None = None,
+        artifacts: Sequence[Artifact] = (),
+        retryable: bool = True,
+    ) -> Task:
+        """A worker's final write, accepted only while its token is current and its lease live."""
+        ids = tuple(artifact_id(a) for a in artifacts)
+        with self.index.immediate() as db:
+            row = db.execute(
+                "SELECT token, expires FROM leases WHERE job = ? AND task = ?", (lease.job, lease.task)
+            ).fetchone()
+            if row is None or row[0] != lease.token or row[1] < now:
+                raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
+            _, change = self._transition(
+                lease.job,
+                lambda s: (
+                    self.refs.next_op(
+                        TaskFinished,
+                        s,
+                        now,
+                        task=lease.task,
+                        token=lease.token,
+                        ok=ok,
+                        error=error,
+                        artifacts=ids,
+                        retryable=retryable,
+                    ),
+                    artifacts,
+                ),
+            )
+        return change.tasks[lease.task]
+
+    def expire(self, now: float, job_id: str | None = None) -> list[tuple[str, str]]:
+        """Requeue (or fail, past max_attempts) every task whose lease ran out; returns them."""
+        expired = []
+        with self.index.immediate() as db:
+            rows = db.execute("SELECT job, task, token FROM leases WHERE expires < ? ORDER BY job, task", (now,)).fetchall()
+            for job, task, token in rows:
+                if job_id is not None and job != job_id:
+                    continue
+                try:
+                    self._transition(
+                        job, lambda s, t=task, k=token: (self.refs.next_op(LeaseExpired, s, now, task=t, token=k), ())
+                    )
+                except (LeaseLost, InvalidTransition):
+                    db.execute("DELETE FROM leases WHERE job = ? AND task = ? AND token = ?", (job, task, token))
+                    continue
+                expired.append((job, task))
+        return expired
