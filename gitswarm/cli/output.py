@@ -18,8 +18,7 @@ class Output:
     def result(self, data: Any, human: Callable[[Any], str]) -> None:
         """Print a command's result: `data` as one JSON document, or `human(data)`."""
         if self.json_mode:
-            sys.stdout.buffer.write(_json.encode(data) + b"\n")
-            sys.stdout.flush()
+            sys.stdout.write(_json.encode(data).decode() + "\n")
             return
         text = human(data)
         if text:
