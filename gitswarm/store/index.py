@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+
+import msgspec
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -308,10 +310,12 @@ class Index:
     def tasks(self, job_id: str) -> list[dict]:
         cursor = self.db.execute(f"SELECT {TASK_COLUMNS} FROM tasks WHERE job = ? ORDER BY seq", (job_id,))
         names = [d[0] for d in cursor.description]
+        deps = names.index("depends_on")
+        decode = msgspec.json.decode
         out = []
-        for row in cursor:
+        for row in cursor.fetchall():
             task = dict(zip(names, row))
-            task["depends_on"] = json.loads(task["depends_on"])
+            task["depends_on"] = decode(row[deps]) if row[deps] != "[]" else []
             out.append(task)
         return out
 
