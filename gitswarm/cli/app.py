@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,10 +12,14 @@ import typer
 from gitswarm import __version__
 from gitswarm.cli import render
 from gitswarm.cli.output import Output
+from gitswarm.adapters.process import DEFAULT_OUTPUT_CAP
 from gitswarm.engine import demo as demo_engine
+from gitswarm.engine import run as run_engine
+from gitswarm.engine.supervisor import WorkOptions
+from gitswarm.engine.worker import DEFAULT_LEASE_SECONDS, WorkerOptions
 from gitswarm.engine.doctor import diagnose
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.errors import EXIT_FAILED
+from gitswarm.model.errors import EXIT_FAILED, BadInput
 
 app = typer.Typer(
     name="gitswarm",
@@ -52,7 +57,12 @@ def main(
         Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = None,
 ) -> None:
-    ctx.obj = Context(Output(json), path)
+    if path != Path("."):
+        try:
+            os.chdir(path)  # as `git -C`: relative arguments are then relative to PATH
+        except OSError as exc:
+            raise BadInput(f"-C {path}: {exc.strerror}") from None
+    ctx.obj = Context(Output(json), Path("."))
 
 
 def _ctx(ctx: typer.Context) -> Context:
@@ -89,9 +99,73 @@ def status(ctx: typer.Context, job: Annotated[Optional[str], typer.Argument(help
 
 @app.command()
 def show(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
-    """The job, its tasks and its artifacts."""
+    """The stitched summary of a finished job; before that, its tasks and artifacts."""
     c = _ctx(ctx)
-    c.output.result(c.swarm().show(job), render.show)
+    data = c.swarm().show(job)
+    if "summary" in data and not c.output.json_mode:
+        from gitswarm.cli.progress import print_markdown  # rich is slow to import; only here
+
+        print_markdown(data["summary"]["text"])
+        return
+    c.output.result(data, render.show)
+
+
+def _work_options(jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False) -> WorkOptions:
+    if jobs < 1:
+        raise BadInput("-j: must be at least 1")
+    if lease <= 0:
+        raise BadInput("--lease: must be positive")
+    return WorkOptions(workers=jobs, job=job, until_idle=until_idle, worker=WorkerOptions(lease=lease, output_cap=output_cap))
+
+
+JobsOption = Annotated[int, typer.Option("-j", "--jobs", help="Worker processes to keep busy.")]
+LeaseOption = Annotated[float, typer.Option("--lease", help="Lease length in seconds; renewed every third of it.")]
+CapOption = Annotated[int, typer.Option("--output-cap", help="Bytes of stdout/stderr kept per run; the rest is counted.")]
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")],
+    jobs: JobsOption = 4,
+    lease: LeaseOption = DEFAULT_LEASE_SECONDS,
+    output_cap: CapOption = DEFAULT_OUTPUT_CAP,
+) -> None:
+    """Submit a job, work it to the end, print its summary; exit 0 iff every task succeeded."""
+    from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
+
+    c = _ctx(ctx)
+    options = _work_options(jobs, lease, output_cap)
+    swarm = c.swarm()
+    with progress_sink(c.output.json_mode) as sink:
+        data = run_engine.run(swarm, spec, options, sink)
+    if c.output.json_mode:
+        c.output.result(data, str)
+    elif "summary" in data:
+        print_markdown(data["summary"]["text"])
+    if data["status"] != "succeeded":
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def work(
+    ctx: typer.Context,
+    job: Annotated[Optional[str], typer.Option("--job", help="Only this job; stop when it is done.")] = None,
+    jobs: JobsOption = 4,
+    until_idle: Annotated[bool, typer.Option("--until-idle", help="Stop when nothing is queued or running.")] = False,
+    lease: LeaseOption = DEFAULT_LEASE_SECONDS,
+    output_cap: CapOption = DEFAULT_OUTPUT_CAP,
+) -> None:
+    """Run workers on queued tasks (until the job is done, or with --until-idle the queue; else until Ctrl-C)."""
+    from gitswarm.cli.progress import progress_sink  # rich is slow to import; only here
+
+    c = _ctx(ctx)
+    swarm = c.swarm()
+    job_id = swarm.resolve_job(job) if job else None
+    options = _work_options(jobs, lease, output_cap, job_id, until_idle)
+    with progress_sink(c.output.json_mode) as sink:
+        data = run_engine.work(swarm, options, sink)
+    c.output.result(data, lambda d: f"done; summaries written for {len(d['jobs'])} jobs")
 
 
 @app.command()

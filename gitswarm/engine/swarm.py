@@ -116,9 +116,17 @@ class Swarm:
         return {**found, "tasks": self.index.tasks(job_id)}
 
     def show(self, job: str) -> dict:
+        """The job's summary once it has one; until then its tasks and artifacts."""
         view = self.status(job)
         view["artifacts"] = self.artifacts(view["id"])["artifacts"]
+        summary_id = self.summary_id(view["id"])
+        if summary_id is not None:
+            summary = self.refs.snapshot(view["id"], self.index.job_tip(view["id"])).artifact(summary_id)
+            view["summary"] = {"id": summary_id, "text": summary.text, **summary.data}
         return view
+
+    def summary_id(self, job_id: str) -> str | None:
+        return next((a for a, task, kind in self.index.artifacts(job_id) if kind == "summary" and task is None), None)
 
     def log(self, job: str) -> dict:
         job_id = self.resolve_job(job)

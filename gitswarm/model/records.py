@@ -78,6 +78,7 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     skipped_because: str | None = None
     artifacts: tuple[str, ...] = ()
+    not_before: float = 0.0  # a retried attempt waits (backoff) until then
     updated: float = 0.0
 
     @property

@@ -27,6 +27,13 @@ from gitswarm.model.ops import (
 from gitswarm.model.records import POISON, JobState, Task, TaskState
 
 TaskLookup = Callable[[str], Task]
+RETRY_BASE_SECONDS = 0.25
+RETRY_MAX_SECONDS = 30.0
+
+
+def retry_delay(attempts: int) -> float:
+    """Backoff before the next attempt after `attempts` failed ones: 0.25 s, doubling, at most 30 s."""
+    return min(RETRY_BASE_SECONDS * 2 ** max(attempts - 1, 0), RETRY_MAX_SECONDS)
 
 
 @dataclass
@@ -97,9 +104,10 @@ class _Apply:
             )
         return task
 
-    def end_attempt(self, task: Task, error: str, retryable: bool) -> None:
+    def end_attempt(self, task: Task, error: str, retryable: bool, backoff: bool) -> None:
         if retryable and task.attempts < task.spec.max_attempts:
-            self.set(task, state=TaskState.QUEUED, error=error, owner=None, lease_expires=None)
+            not_before = self.op.at + retry_delay(task.attempts) if backoff else 0.0
+            self.set(task, state=TaskState.QUEUED, error=error, owner=None, lease_expires=None, not_before=not_before)
             return
         failed = self.set(task, state=TaskState.FAILED, error=error, owner=None, lease_expires=None)
         self.skip_dependents(failed)
@@ -136,9 +144,10 @@ class _Apply:
                     done = self.set(task, state=TaskState.SUCCEEDED, error=None, owner=None, lease_expires=None)
                     self.unblock_dependents(done)
                 else:
-                    self.end_attempt(task, error or "failed", op.retryable)
+                    self.end_attempt(task, error or "failed", op.retryable, backoff=True)
             case LeaseExpired(task=task_id, token=token):
-                self.end_attempt(self.running(task_id, token), "lease expired", True)
+                # The worker vanished; that is no reason to make the task wait.
+                self.end_attempt(self.running(task_id, token), "lease expired", True, backoff=False)
             case Cancelled(task=None):
                 live = [t for t in map(self.get, self.task_ids()) if not t.state.terminal]
                 if not live:
@@ -165,6 +174,7 @@ class _Apply:
                     task,
                     state=TaskState.QUEUED if ready else TaskState.BLOCKED,
                     attempts=0,
+                    not_before=0.0,
                     error=None,
                     skipped_because=None,
                 )

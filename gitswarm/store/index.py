@@ -52,10 +52,12 @@ CREATE TABLE tasks (
     error TEXT,
     skipped_because TEXT,
     artifacts INTEGER NOT NULL,
+    not_before REAL NOT NULL,
     updated REAL NOT NULL,
     PRIMARY KEY (job, id)
 ) WITHOUT ROWID;
 CREATE INDEX tasks_by_seq ON tasks (job, seq);
+CREATE INDEX tasks_by_updated ON tasks (updated);
 CREATE INDEX tasks_queued ON tasks (priority DESC, job, seq) WHERE state = 'queued';
 CREATE TABLE leases (
     job TEXT NOT NULL,
@@ -64,6 +66,7 @@ CREATE TABLE leases (
     token INTEGER NOT NULL,
     expires REAL NOT NULL,
     heartbeat REAL NOT NULL,
+    pgid INTEGER,
     PRIMARY KEY (job, task)
 ) WITHOUT ROWID;
 CREATE INDEX leases_by_expiry ON leases (expires);
@@ -105,6 +108,7 @@ def _task_row(job_id: str, task: Task) -> tuple:
         task.error,
         task.skipped_because,
         len(task.artifacts),
+        task.not_before,
         task.updated,
     )
 
@@ -227,7 +231,7 @@ class Index:
         self._forget(snapshot.job_id)
         self._put_job(snapshot.job, snapshot.state, snapshot.tip)
         tasks = snapshot.tasks()
-        db.executemany(f"INSERT INTO tasks VALUES ({','.join('?' * 16)})", [_task_row(snapshot.job_id, t) for t in tasks])
+        db.executemany(f"INSERT INTO tasks VALUES ({','.join('?' * 17)})", [_task_row(snapshot.job_id, t) for t in tasks])
         for task in tasks:
             if task.state is TaskState.RUNNING:
                 kept = leases.get((task.id, task.claims))
@@ -257,7 +261,9 @@ class Index:
 
     def _put_lease(self, job_id: str, task: Task, expires: float, heartbeat: float) -> None:
         self.db.execute(
-            "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (job, task) DO UPDATE SET"
+            " owner = excluded.owner, token = excluded.token, expires = excluded.expires,"
+            " heartbeat = excluded.heartbeat, pgid = NULL WHERE leases.token != excluded.token",
             (job_id, task.id, task.owner or "", task.claims, expires, heartbeat),
         )
 
@@ -268,7 +274,7 @@ class Index:
         self._put_job(job, state, tip)
         db = self.db
         for task in tasks:
-            db.execute(f"INSERT OR REPLACE INTO tasks VALUES ({','.join('?' * 16)})", _task_row(job.id, task))
+            db.execute(f"INSERT OR REPLACE INTO tasks VALUES ({','.join('?' * 17)})", _task_row(job.id, task))
             if task.state is TaskState.RUNNING:
                 self._put_lease(job.id, task, task.lease_expires or 0.0, task.updated)
             else:
@@ -336,10 +342,31 @@ class Index:
             "SELECT id, task, kind FROM artifacts WHERE job = ? ORDER BY id", (job_id,)
         ).fetchall()
 
+    def idle(self) -> bool:
+        """Nothing queued or running in any job that is not cancelled."""
+        row = self.db.execute(
+            "SELECT 1 FROM tasks t JOIN jobs j ON j.id = t.job"
+            " WHERE t.state IN ('queued', 'running') AND j.cancelled = 0 LIMIT 1"
+        ).fetchone()
+        return row is None
+
+    def changed_tasks(self, since: float, job_id: str | None = None) -> list[tuple[str, str, str, int, str | None, float]]:
+        """(job, task, state, attempts, error, updated) of tasks updated at or after `since`."""
+        query = "SELECT job, id, state, attempts, error, updated FROM tasks WHERE updated >= ?"
+        params: list[object] = [since]
+        if job_id is not None:
+            query += " AND job = ?"
+            params.append(job_id)
+        return self.db.execute(query + " ORDER BY updated", params).fetchall()
+
     def lease(self, job_id: str, task_id: str) -> tuple[str, int, float, float] | None:
         return self.db.execute(
             "SELECT owner, token, expires, heartbeat FROM leases WHERE job = ? AND task = ?", (job_id, task_id)
         ).fetchone()
+
+    def owner_leases(self, owner: str) -> list[tuple[str, str, int, int | None]]:
+        """(job, task, token, pgid) of every lease `owner` holds."""
+        return self.db.execute("SELECT job, task, token, pgid FROM leases WHERE owner = ?", (owner,)).fetchall()
 
     def leases(self) -> list[tuple[str, str, str, int, float]]:
         return self.db.execute("SELECT job, task, owner, token, expires FROM leases ORDER BY job, task").fetchall()

@@ -25,13 +25,13 @@ COMMITTER = "gitswarm"
 class Snapshot:
     """A job as of one commit. Task records are read (and cached) on demand."""
 
-    def __init__(self, repo: GitRepo, job_id: str, tip: str) -> None:
+    def __init__(self, repo: GitRepo, job_id: str, tip: str, job: Job | None = None) -> None:
         self.repo = repo
         self.job_id = job_id
         self.tip = tip
         self.where = layout.job_ref(job_id)
         self.tree = repo.commit_info(tip).tree
-        self.job: Job = self._read(layout.JOB_PATH, Job)
+        self.job: Job = job if job is not None else self._read(layout.JOB_PATH, Job)
         self.state: JobState = self._read(layout.STATE_PATH, JobState)
         if self.job.id != job_id:
             raise CorruptRecord(f"{self.where}: job record names {self.job.id!r}")
@@ -97,6 +97,7 @@ class JobRefs:
     def __init__(self, repo: GitRepo, actor: str) -> None:
         self.repo = repo
         self.actor = actor
+        self._jobs: dict[str, Job] = {}  # Job records never change once written
 
     def tips(self) -> dict[str, str]:
         prefix = layout.JOBS_PREFIX
@@ -107,7 +108,9 @@ class JobRefs:
             tip = self.repo.read_ref(layout.job_ref(job_id))
             if tip is None:
                 raise NotFound(f"no job {job_id}")
-        return Snapshot(self.repo, job_id, tip)
+        snapshot = Snapshot(self.repo, job_id, tip, self._jobs.get(job_id))
+        self._jobs[job_id] = snapshot.job
+        return snapshot
 
     def next_op(self, kind: type, snapshot: Snapshot | None, now: float, **fields: object) -> Op:
         """A new operation stamped with the next Lamport clock of the job."""

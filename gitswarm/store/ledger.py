@@ -124,14 +124,16 @@ class Ledger:
         """
         query = (
             "SELECT t.job, t.id, t.priority FROM tasks t JOIN jobs j ON j.id = t.job"
-            " WHERE t.state = 'queued' AND j.cancelled = 0"
+            " WHERE t.state = 'queued' AND j.cancelled = 0 AND t.not_before <= ?"
         )
-        params: list[object] = []
+        params: list[object] = [now]
         if job_id is not None:
             query += " AND t.job = ?"
             params.append(job_id)
         query += " ORDER BY t.priority DESC, t.job, t.seq LIMIT ?"
         params.append(CLAIM_SPREAD)
+        if not self.index.db.execute(query, params).fetchone():
+            return None  # nothing to claim: no need to take the write lock
         with self.index.immediate() as db:
             rows = db.execute(query, params).fetchall()
             if jobs is not None:
@@ -207,11 +209,34 @@ class Ledger:
             )
         return change.tasks[lease.task]
 
-    def expire(self, now: float, job_id: str | None = None) -> list[tuple[str, str]]:
-        """Requeue (or fail, past max_attempts) every task whose lease ran out; returns them."""
-        expired = []
+    def held(self, lease: Lease, now: float) -> bool:
+        """Whether the lease is still current: a cheap read, for polling between renewals."""
+        row = self.index.lease(lease.job, lease.task)
+        return row is not None and row[1] == lease.token and row[2] >= now
+
+    def set_pgid(self, lease: Lease, pgid: int) -> None:
+        """Record the adapter's process group, so a supervisor can kill it if this worker dies."""
         with self.index.immediate() as db:
-            rows = db.execute("SELECT job, task, token FROM leases WHERE expires < ? ORDER BY job, task", (now,)).fetchall()
+            db.execute(
+                "UPDATE leases SET pgid = ? WHERE job = ? AND task = ? AND token = ?", (pgid, lease.job, lease.task, lease.token)
+            )
+
+    def expire(
+        self, now: float, job_id: str | None = None, owner: str | None = None
+    ) -> list[tuple[str, str]]:
+        """Requeue (or fail, past max_attempts) every task whose lease ran out; returns them.
+
+        With `owner`, expire every lease that owner holds, whatever its expiry:
+        for a worker known to be dead.
+        """
+        expired = []
+        if owner is None and not self.index.db.execute("SELECT 1 FROM leases WHERE expires < ? LIMIT 1", (now,)).fetchone():
+            return expired  # the common case, without taking the write lock
+        with self.index.immediate() as db:
+            if owner is None:
+                rows = db.execute("SELECT job, task, token FROM leases WHERE expires < ? ORDER BY job, task", (now,)).fetchall()
+            else:
+                rows = db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY job, task", (owner,)).fetchall()
             for job, task, token in rows:
                 if job_id is not None and job != job_id:
                     continue

@@ -1,0 +1,195 @@
+"""Run one adapter process: its own session, capped capture, heartbeats, group kill.
+
+The process starts in a new session, so it and every grandchild share one
+process group. Timeout, cancel and Ctrl-C send SIGTERM to the whole group,
+then SIGKILL after a grace period; when the process exits on its own, the
+group is killed too, so no grandchild outlives its task.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+GRACE_SECONDS = 2.0
+TICK_SECONDS = 0.1
+_CHUNK = 65536
+
+
+@dataclass
+class Stream:
+    """Captured bytes of one pipe, up to a cap; what is cut is counted, never silently lost."""
+
+    cap: int
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+    dropped: int = 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.cap - self.size
+        if room > 0:
+            kept = data[:room]
+            self.chunks.append(kept)
+            self.size += len(kept)
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    exit_code: int | None  # None when we killed it
+    stdout: bytes
+    stderr: bytes
+    stdout_dropped: int
+    stderr_dropped: int
+    duration: float
+    timed_out: bool = False
+    stopped: str | None = None  # why we killed it: "timeout", "cancelled", "lease lost", "interrupted"
+    error: str | None = None  # could not start
+
+
+def kill_group(pgid: int, grace: float = GRACE_SECONDS, alive: Callable[[], bool] | None = None) -> None:
+    """SIGTERM the group, wait up to `grace` for `alive()` to turn false, then SIGKILL it."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while alive is not None and alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    timeout: float | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    on_tick: Callable[[], str | None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    grace: float = GRACE_SECONDS,
+    tick: float = TICK_SECONDS,
+) -> ProcessResult:
+    """Run `argv` to completion, or until timeout or until `on_tick` returns a reason to stop.
+
+    `on_tick` is called about every `tick` seconds while the process runs (the
+    worker renews its lease there); `on_start` gets the process group id.
+    """
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return ProcessResult(None, b"", b"", 0, 0, 0.0, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
+    pgid = proc.pid
+    if on_start is not None:
+        on_start(pgid)
+    out, err = Stream(output_cap), Stream(output_cap)
+    selector = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    selector.register(proc.stdout, selectors.EVENT_READ, out)
+    selector.register(proc.stderr, selectors.EVENT_READ, err)
+    if stdin is not None:
+        _feed_stdin(proc, stdin)
+    stopped: str | None = None
+    next_tick = start + tick
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if timeout is not None and now - start > timeout:
+                stopped = "timeout"
+            elif on_tick is not None and now >= next_tick:
+                next_tick = now + tick
+                stopped = on_tick()
+            if stopped:
+                kill_group(pgid, grace, lambda: proc.poll() is None)
+                break
+            wait = next_tick - now
+            if timeout is not None:
+                wait = min(wait, start + timeout - now)
+            for key, _ in selector.select(max(wait, 0.0)):
+                chunk = os.read(key.fd, _CHUNK)
+                if chunk:
+                    key.data.feed(chunk)
+                else:
+                    selector.unregister(key.fileobj)
+            if proc.poll() is not None and selector.get_map():
+                # The process is gone; anything still holding the pipes is a stray grandchild.
+                _kill_silently(pgid)
+    except KeyboardInterrupt:
+        kill_group(pgid, grace, lambda: proc.poll() is None)
+        raise
+    finally:
+        _kill_silently(pgid)
+        _drain(selector)
+        selector.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    code = proc.wait()
+    return ProcessResult(
+        exit_code=None if stopped else code,
+        stdout=out.data,
+        stderr=err.data,
+        stdout_dropped=out.dropped,
+        stderr_dropped=err.dropped,
+        duration=time.monotonic() - start,
+        timed_out=stopped == "timeout",
+        stopped=stopped,
+    )
+
+
+def _feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+    except BrokenPipeError:
+        pass
+    finally:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+
+def _kill_silently(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _drain(selector: selectors.BaseSelector) -> None:
+    """Read what is left in the pipes after the group is dead (non-blocking by then)."""
+    for key in list(selector.get_map().values()):
+        os.set_blocking(key.fd, False)  # a grandchild that escaped the group may hold the pipe
+        while True:
+            try:
+                chunk = os.read(key.fd, _CHUNK)
+            except OSError:
+                break
+            if not chunk:
+                break
+            key.data.feed(chunk)

@@ -1,0 +1,59 @@
+"""The shell adapter: run a command; its result is a `check` artifact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext
+from gitswarm.adapters.process import ProcessResult
+from gitswarm.model.artifacts import Check
+from gitswarm.model.errors import BadInput
+from gitswarm.model.records import TaskSpec
+
+TAIL_LINES = 20
+
+
+class ShellAdapter:
+    """`command` as a string runs under `sh -c`; as a list it is the argv itself."""
+
+    name = "shell"
+
+    def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation:
+        command = task.command
+        if not command:
+            raise BadInput(f"task {task.id}: the shell adapter needs a command")
+        argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+        cwd = ctx.workdir / task.cwd if task.cwd else ctx.workdir
+        env = {**ctx.base_env, **task.env}
+        return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
+
+    def outcome(self, task: TaskSpec, ctx: RunContext, result: ProcessResult, store: BlobWriter, now: float) -> Outcome:
+        check = Check(
+            job=ctx.job,
+            task=ctx.task,
+            attempt=ctx.attempt,
+            created=now,
+            producer="shell",
+            command=task.command or "",
+            exit_code=result.exit_code,
+            duration=round(result.duration, 6),
+            stdout=store(result.stdout, result.stdout_dropped) if result.stdout or result.stdout_dropped else None,
+            stderr=store(result.stderr, result.stderr_dropped) if result.stderr or result.stderr_dropped else None,
+            timed_out=result.timed_out,
+            cwd=task.cwd,
+        )
+        if result.error:
+            return Outcome(ok=False, error=result.error, artifacts=[check])
+        if result.stopped:
+            return Outcome(ok=False, error=f"{result.stopped} after {result.duration:.1f}s", artifacts=[check])
+        if result.exit_code != 0:
+            last_line = tail(result.stderr or result.stdout, 1)
+            error = f"exit {result.exit_code}: {last_line}" if last_line else f"exit {result.exit_code}"
+            return Outcome(ok=False, error=error, artifacts=[check])
+        return Outcome(ok=True, artifacts=[check])
+
+
+def tail(data: bytes, lines: int = TAIL_LINES) -> str:
+    """The last `lines` lines of output, decoded leniently."""
+    text = data.decode("utf-8", errors="replace").rstrip("\n")
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,103 @@
+"""The stitcher: a job's `summary` artifact, built from its records and artifacts alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gitswarm.adapters.shell import tail
+from gitswarm.model.artifacts import Check, Decision, Finding, Patch, Summary, Verdict
+from gitswarm.model.records import TaskState
+from gitswarm.store.jobs import Snapshot
+
+FAILURE_TAIL_LINES = 15
+
+
+def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: float) -> Summary:
+    job, state = snapshot.job, snapshot.state
+    tasks = snapshot.tasks()
+    artifacts = {a: snapshot.artifact(a) for t in tasks for a in t.artifacts}
+    rows, failures, findings, decisions, patches = [], [], [], [], []
+    verdicts: dict[str, Verdict] = {}
+    for artifact in artifacts.values():
+        if isinstance(artifact, Verdict):
+            verdicts[artifact.head] = artifact
+    for task in tasks:
+        checks = [artifacts[a] for a in task.artifacts if isinstance(artifacts[a], Check)]
+        last = checks[-1] if checks else None
+        rows.append(
+            {
+                "task": task.id,
+                "state": task.state.value,
+                "attempts": task.attempts,
+                "seconds": round(last.duration, 3) if last else None,
+                "error": task.error if task.state is not TaskState.SUCCEEDED else None,
+            }
+        )
+        if task.state is TaskState.FAILED:
+            output = b""
+            if last is not None:
+                ref = last.stderr or last.stdout
+                output = read_blob(ref.oid) if ref else b""
+            failures.append({"task": task.id, "error": task.error, "tail": tail(output, FAILURE_TAIL_LINES)})
+        for artifact_id in task.artifacts:
+            artifact = artifacts[artifact_id]
+            if isinstance(artifact, Finding):
+                findings.append(
+                    {
+                        "task": task.id,
+                        "title": artifact.title,
+                        "body": artifact.body,
+                        "confidence": artifact.confidence,
+                        "low_confidence": artifact.low_confidence,
+                    }
+                )
+            elif isinstance(artifact, Decision):
+                decisions.append({"task": task.id, "title": artifact.title, "rationale": artifact.rationale})
+            elif isinstance(artifact, Patch):
+                verdict = verdicts.get(artifact.head)
+                patches.append(
+                    {
+                        "task": task.id,
+                        "id": artifact_id,
+                        "head": artifact.head,
+                        "files": len(artifact.files),
+                        "verified": bool(verdict and verdict.accepted),
+                        "verdict": None if verdict is None else f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+                    }
+                )
+    data = {
+        "goal": job.goal,
+        "status": state.status(),
+        "wall_seconds": round(state.updated - job.created, 3),
+        "counts": state.counts,
+        "tasks": rows,
+        "failures": failures,
+        "findings": findings,
+        "decisions": decisions,
+        "patches": patches,
+    }
+    return Summary(job=job.id, created=state.updated, producer="stitcher", text=render_markdown(job.id, data), data=data)
+
+
+def render_markdown(job_id: str, data: dict) -> str:
+    counts = ", ".join(f"{n} {s}" for s, n in data["counts"].items())
+    lines = [f"# {data['goal']}", "", f"Job `{job_id}`: **{data['status']}** ({counts}) in {data['wall_seconds']:.1f}s", ""]
+    lines += ["| task | state | attempts | seconds | error |", "| --- | --- | --- | --- | --- |"]
+    for row in data["tasks"]:
+        seconds = "" if row["seconds"] is None else f"{row['seconds']:.2f}"
+        error = (row["error"] or "").replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {row['task']} | {row['state']} | {row['attempts']} | {seconds} | {error} |")
+    for failure in data["failures"]:
+        lines += ["", f"## Failed: {failure['task']}", "", failure["error"] or "", ""]
+        if failure["tail"]:
+            lines += ["```", failure["tail"], "```"]
+    for title, key in (("Findings", "findings"), ("Decisions", "decisions")):
+        if data[key]:
+            lines += ["", f"## {title}", ""]
+            lines += [f"- **{item['title']}** ({item['task']})" for item in data[key]]
+    if data["patches"]:
+        lines += ["", "## Patches", ""]
+        for patch in data["patches"]:
+            state = "verified" if patch["verified"] else (patch["verdict"] or "unverified")
+            lines.append(f"- `{patch['id'][:12]}` from {patch['task']}: {patch['files']} files, {state}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,127 @@
+"""A worker: claim a task, run its adapter while renewing the lease, write the result.
+
+One iteration per `step()` call, with an injectable clock, so the loop can be
+driven and tested a step at a time. A worker that loses its lease kills its
+adapter's process group at once and writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.adapters.base import RunContext
+from gitswarm.adapters.process import DEFAULT_OUTPUT_CAP, ProcessResult, run_process
+from gitswarm.adapters.registry import get_adapter
+from gitswarm.model.artifacts import BlobRef
+from gitswarm.model.errors import BadInput, LeaseLost
+from gitswarm.store.ledger import Lease, Ledger
+
+DEFAULT_LEASE_SECONDS = 30.0
+CANCEL_POLL_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    lease: float = DEFAULT_LEASE_SECONDS
+    output_cap: int = DEFAULT_OUTPUT_CAP
+    job: str | None = None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did: nothing to claim (lease None), or ran a task to this end."""
+
+    lease: Lease | None
+    accepted: bool = False
+    ok: bool = False
+    error: str | None = None
+
+
+class Worker:
+    def __init__(
+        self,
+        ledger: Ledger,
+        workdir: Path,
+        owner: str,
+        options: WorkerOptions = WorkerOptions(),
+        clock: Callable[[], float] = time.time,
+        write_blob: Callable[[bytes], str] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.workdir = workdir
+        self.owner = owner
+        self.options = options
+        self.clock = clock
+        self.write_blob = write_blob or ledger.refs.repo.write_blob
+
+    def step(self) -> StepResult:
+        """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
+        lease = self.ledger.claim(self.owner, self.options.lease, self.clock(), job_id=self.options.job)
+        if lease is None:
+            return StepResult(None)
+        return self.execute(lease)
+
+    def execute(self, lease: Lease) -> StepResult:
+        spec = lease.spec
+        ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
+        try:
+            adapter = get_adapter(spec.adapter)
+            invocation = adapter.invocation(spec, ctx)
+        except BadInput as exc:
+            return self._finish(lease, False, str(exc), [], retryable=False)
+        heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease)
+        result: ProcessResult = run_process(
+            invocation.argv,
+            cwd=invocation.cwd,
+            env=invocation.env,
+            stdin=invocation.stdin,
+            timeout=invocation.timeout,
+            output_cap=self.options.output_cap,
+            on_tick=heartbeat.tick,
+            on_start=lambda pgid: self.ledger.set_pgid(lease, pgid),
+            tick=CANCEL_POLL_SECONDS,
+        )
+        if heartbeat.lost:
+            return StepResult(lease, accepted=False, error="lease lost")
+        outcome = adapter.outcome(spec, ctx, result, self._store_blob, self.clock())
+        return self._finish(lease, outcome.ok, outcome.error, outcome.artifacts, outcome.retryable)
+
+    def _finish(self, lease: Lease, ok: bool, error: str | None, artifacts: list, retryable: bool) -> StepResult:
+        try:
+            self.ledger.finish(lease, ok, self.clock(), error=error, artifacts=artifacts, retryable=retryable)
+        except LeaseLost as exc:
+            return StepResult(lease, accepted=False, ok=ok, error=str(exc))
+        return StepResult(lease, accepted=True, ok=ok, error=error)
+
+    def _store_blob(self, data: bytes, dropped: int) -> BlobRef:
+        return BlobRef(oid=self.write_blob(data), size=len(data) + dropped, truncated=dropped)
+
+
+class _Heartbeat:
+    """Called on every tick of a running process: renew when due, stop if the lease is gone."""
+
+    def __init__(self, ledger: Ledger, lease: Lease, clock: Callable[[], float], ttl: float) -> None:
+        self.ledger = ledger
+        self.lease = lease
+        self.clock = clock
+        self.ttl = ttl
+        self.interval = ttl / 3
+        self.renewed = clock()
+        self.lost = False
+
+    def tick(self) -> str | None:
+        now = self.clock()
+        try:
+            if now - self.renewed >= self.interval:
+                self.lease = self.ledger.renew(self.lease, self.ttl, now)
+                self.renewed = now
+            elif not self.ledger.held(self.lease, now):
+                raise LeaseLost("lease no longer held")
+        except LeaseLost:
+            self.lost = True
+            return "lease lost"
+        return None
