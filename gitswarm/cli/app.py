@@ -237,8 +237,15 @@ def doctor(ctx: typer.Context) -> None:
 
 @app.command()
 def demo(ctx: typer.Context) -> None:
-    """Make a throwaway repository, submit a small job and show it."""
+    """Run a small job of shell tasks in a throwaway repository and print its summary."""
+    from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
+
     c = _ctx(ctx)
-    swarm, job_id = demo_engine.submit_demo()
-    c.output.info(f"demo repository: {swarm.repo.workdir}")
-    c.output.result(swarm.status(job_id), render.job)
+    with progress_sink(c.output.json_mode) as sink:
+        data = demo_engine.run_demo(sink)
+    if c.output.json_mode:
+        c.output.result(data, str)
+    else:
+        print_markdown(data["summary"]["text"])
+    if data["status"] != "succeeded":
+        raise typer.Exit(EXIT_FAILED)

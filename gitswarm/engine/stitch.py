@@ -24,13 +24,17 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
     for task in tasks:
         checks = [artifacts[a] for a in task.artifacts if isinstance(artifacts[a], Check)]
         last = checks[-1] if checks else None
+        earlier = [c for c in checks[:-1] if not c.passed]
+        note = task.error if task.state is not TaskState.SUCCEEDED else None
+        if task.state is TaskState.SUCCEEDED and earlier:
+            note = "; ".join(f"attempt {c.attempt}: {_check_outcome(c)}" for c in earlier) + "; then passed"
         rows.append(
             {
                 "task": task.id,
                 "state": task.state.value,
                 "attempts": task.attempts,
                 "seconds": round(last.duration, 3) if last else None,
-                "error": task.error if task.state is not TaskState.SUCCEEDED else None,
+                "error": note,
             }
         )
         if task.state is TaskState.FAILED:
@@ -79,10 +83,14 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
     return Summary(job=job.id, created=state.updated, producer="stitcher", text=render_markdown(job.id, data), data=data)
 
 
+def _check_outcome(check: Check) -> str:
+    return "timed out" if check.timed_out else f"exit {check.exit_code}"
+
+
 def render_markdown(job_id: str, data: dict) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in data["counts"].items())
     lines = [f"# {data['goal']}", "", f"Job `{job_id}`: **{data['status']}** ({counts}) in {data['wall_seconds']:.1f}s", ""]
-    lines += ["| task | state | attempts | seconds | error |", "| --- | --- | --- | --- | --- |"]
+    lines += ["| task | state | attempts | seconds | notes |", "| --- | --- | --- | --- | --- |"]
     for row in data["tasks"]:
         seconds = "" if row["seconds"] is None else f"{row['seconds']:.2f}"
         error = (row["error"] or "").replace("|", "\\|").replace("\n", " ")

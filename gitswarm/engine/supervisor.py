@@ -50,12 +50,16 @@ def is_done(swarm: Swarm, options: WorkOptions) -> bool:
     return False
 
 
-def worker_main(path: str, owner: str, options: WorkOptions) -> None:
-    """The body of one worker process."""
+def worker_main(path: str, owner: str, options: WorkOptions, adapter_pgid: Any) -> None:
+    """The body of one worker process; `adapter_pgid` is shared with the supervisor."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
     swarm = Swarm(path)
     workdir = swarm.repo.workdir or Path(path)
-    worker = Worker(swarm.ledger, workdir, owner, replace(options.worker, job=options.job))
+
+    def on_adapter(pgid: int) -> None:
+        adapter_pgid.value = pgid
+
+    worker = Worker(swarm.ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter)
     idle = IDLE_MIN_SECONDS
     try:
         while True:
@@ -82,15 +86,18 @@ class Supervisor:
         self.options = options
         self.on_event = on_event
         self.workers: dict[str, multiprocessing.Process] = {}
+        self.adapter_pgids: dict[str, Any] = {}  # owner -> shared int: its running adapter's group
         self.seen: dict[tuple[str, str], tuple[str, int]] = {}
         self.since = 0.0
         self.path = str(swarm.repo.workdir or swarm.repo.common_dir)
 
     def _start_worker(self) -> None:
         owner = f"w-{new_id()[-8:]}"
-        process = _fork.Process(target=worker_main, args=(self.path, owner, self.options), name=owner, daemon=False)
+        pgid = _fork.Value("i", 0, lock=False)
+        process = _fork.Process(target=worker_main, args=(self.path, owner, self.options, pgid), name=owner, daemon=False)
         process.start()
         self.workers[owner] = process
+        self.adapter_pgids[owner] = pgid
 
     def run(self) -> None:
         """Work until done; Ctrl-C stops every worker and requeues what they held."""
@@ -127,13 +134,13 @@ class Supervisor:
                 self._start_worker()
 
     def release(self, owner: str) -> list[str]:
-        """A worker is gone: kill whatever its adapters left running and requeue its tasks."""
-        for _, _, _, pgid in self.swarm.index.owner_leases(owner):
-            if pgid:
-                try:
-                    os.killpg(pgid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        """A worker is gone: kill the adapter it left running and requeue its tasks."""
+        shared = self.adapter_pgids.pop(owner, None)
+        if shared is not None and shared.value:
+            try:
+                os.killpg(shared.value, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         expired = self.swarm.ledger.expire(self.swarm.clock(), owner=owner)
         return [f"{job}/{task}" for job, task in expired]
 

@@ -50,6 +50,7 @@ class Worker:
         options: WorkerOptions = WorkerOptions(),
         clock: Callable[[], float] = time.time,
         write_blob: Callable[[bytes], str] | None = None,
+        on_adapter: Callable[[int], None] = lambda pgid: None,
     ) -> None:
         self.ledger = ledger
         self.workdir = workdir
@@ -57,6 +58,7 @@ class Worker:
         self.options = options
         self.clock = clock
         self.write_blob = write_blob or ledger.refs.repo.write_blob
+        self.on_adapter = on_adapter  # told each adapter's process group id, and 0 when it is gone
 
     def step(self) -> StepResult:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
@@ -74,17 +76,20 @@ class Worker:
         except BadInput as exc:
             return self._finish(lease, False, str(exc), [], retryable=False)
         heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease)
-        result: ProcessResult = run_process(
-            invocation.argv,
-            cwd=invocation.cwd,
-            env=invocation.env,
-            stdin=invocation.stdin,
-            timeout=invocation.timeout,
-            output_cap=self.options.output_cap,
-            on_tick=heartbeat.tick,
-            on_start=lambda pgid: self.ledger.set_pgid(lease, pgid),
-            tick=CANCEL_POLL_SECONDS,
-        )
+        try:
+            result: ProcessResult = run_process(
+                invocation.argv,
+                cwd=invocation.cwd,
+                env=invocation.env,
+                stdin=invocation.stdin,
+                timeout=invocation.timeout,
+                output_cap=self.options.output_cap,
+                on_tick=heartbeat.tick,
+                on_start=self.on_adapter,
+                tick=CANCEL_POLL_SECONDS,
+            )
+        finally:
+            self.on_adapter(0)
         if heartbeat.lost:
             return StepResult(lease, accepted=False, error="lease lost")
         outcome = adapter.outcome(spec, ctx, result, self._store_blob, self.clock())

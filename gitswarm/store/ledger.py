@@ -214,13 +214,6 @@ class Ledger:
         row = self.index.lease(lease.job, lease.task)
         return row is not None and row[1] == lease.token and row[2] >= now
 
-    def set_pgid(self, lease: Lease, pgid: int) -> None:
-        """Record the adapter's process group, so a supervisor can kill it if this worker dies."""
-        with self.index.immediate() as db:
-            db.execute(
-                "UPDATE leases SET pgid = ? WHERE job = ? AND task = ? AND token = ?", (pgid, lease.job, lease.task, lease.token)
-            )
-
     def expire(
         self, now: float, job_id: str | None = None, owner: str | None = None
     ) -> list[tuple[str, str]]:

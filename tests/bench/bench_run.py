@@ -1,0 +1,112 @@
+"""Swarm speed: N trivial shell tasks through `gitswarm run -j 4` vs plain spawning.
+
+    python tests/bench/bench_run.py [--quick]
+
+The baseline spawns the same commands (`sh -c true`) 4 at a time with plain
+subprocess in the same run; "overhead per task" is gitswarm's extra wall time
+divided by the number of tasks. The supervisor's peak memory is measured in a
+process of its own (workers are forked and not counted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+QUICK = "--quick" in sys.argv
+WORKERS = 4
+
+SUPERVISE = """
+import json, resource, sys, time
+from gitswarm.engine import run as run_engine
+from gitswarm.engine.supervisor import WorkOptions
+from gitswarm.engine.swarm import Swarm
+start = time.perf_counter()
+swarm = Swarm(sys.argv[1])
+view = run_engine.run(swarm, sys.argv[2], WorkOptions(workers=int(sys.argv[3])), lambda event: None)
+print(json.dumps({"status": view["status"], "seconds": time.perf_counter() - start,
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def isolate() -> None:
+    home = tempfile.mkdtemp(prefix="bench-home-")
+    os.environ.update(
+        HOME=home,
+        GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="bench",
+        GIT_AUTHOR_EMAIL="bench@example.com",
+        GIT_COMMITTER_NAME="bench",
+        GIT_COMMITTER_EMAIL="bench@example.com",
+    )
+
+
+def make_repo(tasks: int) -> tuple[Path, Path]:
+    path = Path(tempfile.mkdtemp(prefix="bench-run-"))
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    spec = path / "job.toml"
+    body = "".join(f'[[tasks]]\nid = "t{i:05d}"\ncommand = "true"\n' for i in range(tasks))
+    spec.write_text('goal = "bench"\n' + body)
+    return path, spec
+
+
+def baseline(tasks: int) -> float:
+    start = time.perf_counter()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(lambda _: subprocess.run(["sh", "-c", "true"], stdin=subprocess.DEVNULL), range(tasks)))
+    return time.perf_counter() - start
+
+
+def cli_run(tasks: int) -> float:
+    path, spec = make_repo(tasks)
+    exe = str(Path(sys.executable).with_name("gitswarm"))
+    start = time.perf_counter()
+    done = subprocess.run([exe, "--json", "run", str(spec), "-j", str(WORKERS)], cwd=path, capture_output=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"gitswarm run failed: {done.stderr.decode()[-500:]}")
+    return wall
+
+
+def supervised(tasks: int) -> dict:
+    path, spec = make_repo(tasks)
+    done = subprocess.run(
+        [sys.executable, "-c", SUPERVISE, str(path), str(spec), str(WORKERS)], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def main() -> None:
+    isolate()
+    small, large = (200, 600) if QUICK else (200, 2000)
+    base_small = baseline(small)
+    wall_small = cli_run(small)
+    overhead = (wall_small - base_small) / small
+    mem_small = supervised(small)
+    mem_large = supervised(large)
+    base_large = baseline(large)
+    wall_large = cli_run(large)
+    rows = [
+        (f"plain spawn, {small} x sh -c true, 4 at a time", f"{base_small:.3f} s", "baseline", ""),
+        (f"gitswarm run, {small} tasks, -j 4 (CLI, start-up included)", f"{wall_small:.3f} s", f"{wall_small / base_small:.1f}x", "< 2 s"),
+        ("overhead per task beyond spawning", f"{overhead * 1e3:.2f} ms", "", "< 5 ms"),
+        (f"plain spawn, {large} tasks", f"{base_large:.3f} s", "baseline", ""),
+        (f"gitswarm run, {large} tasks, -j 4", f"{wall_large:.3f} s", f"{wall_large / wall_small:.1f}x of {small}", f"<= {large // small * 1.2:.0f}x"),
+        (f"supervisor peak RSS, {small} tasks", f"{mem_small['maxrss_kb'] / 1024:.1f} MiB", "", ""),
+        (f"supervisor peak RSS, {large} tasks", f"{mem_large['maxrss_kb'] / 1024:.1f} MiB", f"{mem_large['maxrss_kb'] / mem_small['maxrss_kb']:.2f}x", "<= 1.5x"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure'.ljust(width)}  {'value':>10}  {'ratio':>12}  target")
+    for name, value, ratio, target in rows:
+        print(f"{name.ljust(width)}  {value:>10}  {ratio:>12}  {target}")
+
+
+if __name__ == "__main__":
+    main()
