@@ -113,30 +113,46 @@ def run_process(
     selector.register(proc.stdout, selectors.EVENT_READ, out)
     selector.register(proc.stderr, selectors.EVENT_READ, err)
     if stdin is not None:
-        _feed_stdin(proc, stdin)
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)
+        selector.register(proc.stdin, selectors.EVENT_WRITE, _Feed(stdin))
     stopped: str | None = None
     next_tick = start + tick
     try:
-        while selector.get_map():
+        while True:
             now = time.monotonic()
             if timeout is not None and now - start > timeout:
                 stopped = "timeout"
-            elif on_tick is not None and now >= next_tick:
+            elif now >= next_tick:
                 next_tick = now + tick
-                stopped = on_tick()
+                stopped = on_tick() if on_tick is not None else None
             if stopped:
                 kill_group(pgid, grace, lambda: proc.poll() is None)
                 break
             wait = next_tick - now
             if timeout is not None:
                 wait = min(wait, start + timeout - now)
+            if not selector.get_map():
+                # Both pipes are closed; wait for the process itself to exit.
+                try:
+                    proc.wait(timeout=max(wait, 0.0))
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
             for key, _ in selector.select(max(wait, 0.0)):
+                if isinstance(key.data, _Feed):
+                    if key.data.write(key.fd):
+                        selector.unregister(key.fileobj)
+                        key.fileobj.close()
+                    continue
                 chunk = os.read(key.fd, _CHUNK)
                 if chunk:
                     key.data.feed(chunk)
                 else:
                     selector.unregister(key.fileobj)
-            if proc.poll() is not None and selector.get_map():
+            if proc.poll() is not None:
+                if not selector.get_map():
+                    break
                 # The process is gone; anything still holding the pipes is a stray grandchild.
                 _kill_silently(pgid)
     except KeyboardInterrupt:
@@ -146,8 +162,9 @@ def run_process(
         _kill_silently(pgid)
         _drain(selector)
         selector.close()
-        proc.stdout.close()
-        proc.stderr.close()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
     code = proc.wait()
     return ProcessResult(
         exit_code=None if stopped else code,
@@ -161,17 +178,21 @@ def run_process(
     )
 
 
-def _feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(data)
-    except BrokenPipeError:
-        pass
-    finally:
+class _Feed:
+    """Bytes for the process's stdin, written as the pipe takes them (never blocking the reads)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+
+    def write(self, fd: int) -> bool:
+        """Write what the pipe takes now; True when all is written or the reader is gone."""
         try:
-            proc.stdin.close()
+            self.data = self.data[os.write(fd, self.data[:_CHUNK]) :]
+        except BlockingIOError:
+            return False
         except BrokenPipeError:
-            pass
+            return True
+        return not self.data
 
 
 def _kill_silently(pgid: int) -> None:
@@ -184,6 +205,9 @@ def _kill_silently(pgid: int) -> None:
 def _drain(selector: selectors.BaseSelector) -> None:
     """Read what is left in the pipes after the group is dead (non-blocking by then)."""
     for key in list(selector.get_map().values()):
+        if isinstance(key.data, _Feed):
+            key.fileobj.close()
+            continue
         os.set_blocking(key.fd, False)  # a grandchild that escaped the group may hold the pipe
         while True:
             try:

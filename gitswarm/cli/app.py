@@ -91,8 +91,9 @@ def status(ctx: typer.Context, job: Annotated[Optional[str], typer.Argument(help
     """List jobs, or one job's tasks."""
     c = _ctx(ctx)
     swarm = c.swarm()
-    for job_id, message in sorted(swarm.index.invalid.items()):
-        c.output.info(f"gitswarm: skipping job {job_id}: {message}")
+    if job is None:
+        for message in sorted(map(str, swarm.index.invalid.values())):
+            c.output.info(f"gitswarm: skipping a job: {message}")
     data = swarm.status(job)
     c.output.result(data, render.jobs if job is None else render.job)
 

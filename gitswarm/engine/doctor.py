@@ -26,7 +26,7 @@ def diagnose(swarm: Swarm) -> dict:
     jobs = swarm.index.job_ids()
     checks.append(_check("index", True, f"{swarm.index.path} (format v{INDEX_FORMAT}, {len(jobs)} jobs)"))
     for job_id, message in sorted(swarm.index.invalid.items()):
-        checks.append(_check(f"job {job_id}", False, message))
+        checks.append(_check(f"job {job_id}", False, str(message)))
     bad = 0
     for job_id in jobs:
         try:

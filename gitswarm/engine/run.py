@@ -7,18 +7,24 @@ import os
 from gitswarm.engine.stitch import build_summary
 from gitswarm.engine.supervisor import FINISHED, EventSink, Supervisor, WorkOptions
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model.artifacts import artifact_id
 
 
 def write_summary(swarm: Swarm, job_id: str) -> str | None:
-    """Record the summary artifact of a finished job (once); returns its id."""
-    existing = swarm.summary_id(job_id)
-    if existing is not None:
-        return existing
+    """Record the summary of a finished job's current outcome; returns its id.
+
+    Summaries are content-addressed, so stitching an outcome already
+    summarized writes nothing; a job that finished again after a retry gets
+    a new summary, and `show` prints the latest.
+    """
     job = swarm.index.job(job_id)
     if job is None or job["status"] not in FINISHED:
         return None
     snapshot = swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id))
     summary = build_summary(snapshot, swarm.repo.read_blob, swarm.clock())
+    summary_id = artifact_id(summary)
+    if summary_id in snapshot.state.artifacts:
+        return summary_id
     return swarm.ledger.record_artifacts(job_id, None, [summary], swarm.clock())[0]
 
 

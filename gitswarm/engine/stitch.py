@@ -69,10 +69,13 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
                         "verdict": None if verdict is None else f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
                     }
                 )
+    # Stamped with the last task change, not the job state's: recording the
+    # summary itself must not make the next stitch of the same outcome differ.
+    ended = max(task.updated for task in tasks)
     data = {
         "goal": job.goal,
         "status": state.status(),
-        "wall_seconds": round(state.updated - job.created, 3),
+        "wall_seconds": round(ended - job.created, 3),
         "counts": state.counts,
         "tasks": rows,
         "failures": failures,
@@ -80,7 +83,7 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
         "decisions": decisions,
         "patches": patches,
     }
-    return Summary(job=job.id, created=state.updated, producer="stitcher", text=render_markdown(job.id, data), data=data)
+    return Summary(job=job.id, created=ended, producer="stitcher", text=render_markdown(job.id, data), data=data)
 
 
 def _check_outcome(check: Check) -> str:

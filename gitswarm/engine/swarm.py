@@ -67,7 +67,11 @@ class Swarm:
         return sorted(names)
 
     def resolve_job(self, prefix: str) -> str:
-        return resolve_prefix(prefix, self.index.job_ids(), "job")
+        """The job a prefix names; a job whose records cannot be read raises why."""
+        job_id = resolve_prefix(prefix, [*self.index.job_ids(), *self.index.invalid], "job")
+        if job_id in self.index.invalid:
+            raise self.index.invalid[job_id]
+        return job_id
 
     def resolve_task(self, ref: str) -> tuple[str, str]:
         """`JOB/TASK`, or `TASK` alone when exactly one unfinished job has it."""
@@ -119,14 +123,13 @@ class Swarm:
         """The job's summary once it has one; until then its tasks and artifacts."""
         view = self.status(job)
         view["artifacts"] = self.artifacts(view["id"])["artifacts"]
-        summary_id = self.summary_id(view["id"])
-        if summary_id is not None:
-            summary = self.refs.snapshot(view["id"], self.index.job_tip(view["id"])).artifact(summary_id)
-            view["summary"] = {"id": summary_id, "text": summary.text, **summary.data}
+        snapshot = self.refs.snapshot(view["id"], self.index.job_tip(view["id"]))
+        kinds = {a: kind for a, _, kind in self.index.artifacts(view["id"])}
+        latest = next((a for a in reversed(snapshot.state.artifacts) if kinds.get(a) == "summary"), None)
+        if latest is not None:
+            summary = snapshot.artifact(latest)
+            view["summary"] = {"id": latest, "text": summary.text, **summary.data}
         return view
-
-    def summary_id(self, job_id: str) -> str | None:
-        return next((a for a, task, kind in self.index.artifacts(job_id) if kind == "summary" and task is None), None)
 
     def log(self, job: str) -> dict:
         job_id = self.resolve_job(job)

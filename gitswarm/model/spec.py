@@ -6,10 +6,11 @@ id syntax, duplicate ids, unknown dependencies and dependency cycles.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Collection
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -21,11 +22,15 @@ _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(
 _PATH = re.compile(r"^(.*?) - at `\$\.?(.*)`$")
 
 
+Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
+Attempts = Annotated[int, msgspec.Meta(ge=1, le=100)]
+
+
 class _RawDefaults(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     adapter: str = "shell"
     timeout: str | float = 600.0
-    max_attempts: int = 3
-    priority: int = 0
+    max_attempts: Attempts = 3
+    priority: Priority = 0
 
 
 class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -36,9 +41,9 @@ class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     prompt: str | None = None
     depends_on: list[str] = []
     checks: list[str] = []
-    priority: int | None = None
+    priority: Priority | None = None
     timeout: str | float | None = None
-    max_attempts: int | None = None
+    max_attempts: Attempts | None = None
     cwd: str | None = None
     env: dict[str, str] = {}
 
@@ -66,6 +71,8 @@ def parse_duration(value: str | float, where: str) -> float:
             raise SpecError(f"{where}: invalid duration {value!r} (use e.g. 30s, 10m, 1h30m)")
         hours, minutes, secs, millis = (float(g) if g else 0.0 for g in match.groups())
         seconds = hours * 3600 + minutes * 60 + secs + millis / 1000
+    if not math.isfinite(seconds):
+        raise SpecError(f"{where}: duration must be finite")
     if seconds <= 0:
         raise SpecError(f"{where}: duration must be positive")
     return seconds
@@ -74,9 +81,7 @@ def parse_duration(value: str | float, where: str) -> float:
 def _validation_message(exc: msgspec.ValidationError) -> str:
     text = str(exc)
     match = _PATH.match(text)
-    if not match:
-        return f"spec: {text}"
-    message, path = match.groups()
+    message, path = match.groups() if match else (text, "")
     message = message[0].lower() + message[1:]
     message = message.replace("object contains unknown field", "unknown field")
     return f"{path or 'spec'}: {message}"
@@ -95,12 +100,6 @@ def parse_spec(text: str, adapters: Collection[str], source: str = "spec") -> Jo
     return _validate(raw, adapters)
 
 
-def _check_positive(value: int, where: str) -> int:
-    if value < 1:
-        raise SpecError(f"{where}: must be at least 1")
-    return value
-
-
 def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
     if not raw.goal.strip():
         raise SpecError("goal: must not be empty")
@@ -109,7 +108,7 @@ def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
     defaults = Defaults(
         adapter=raw.defaults.adapter,
         timeout=parse_duration(raw.defaults.timeout, "defaults.timeout"),
-        max_attempts=_check_positive(raw.defaults.max_attempts, "defaults.max_attempts"),
+        max_attempts=raw.defaults.max_attempts,
         priority=raw.defaults.priority,
     )
     if defaults.adapter not in adapters:
@@ -157,7 +156,7 @@ def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
                 checks=tuple(task.checks),
                 priority=defaults.priority if task.priority is None else task.priority,
                 timeout=timeout,
-                max_attempts=_check_positive(max_attempts, f"{where}.max_attempts"),
+                max_attempts=max_attempts,
                 cwd=task.cwd,
                 env=dict(task.env),
             )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitswarm.model.errors import NotARepository, RefConflict
+from gitswarm.model.errors import CorruptRecord, NotARepository, RefConflict
 from gitswarm.store.gitrepo import CommitInfo
 
 _TREE = pygit2.enums.FileMode.TREE
@@ -94,11 +94,20 @@ class PygitRepo:
     def write_blob(self, data: bytes) -> str:
         return str(self.repo.create_blob(data))
 
+    def _object(self, oid: str, kind: type) -> object:
+        try:
+            found = self.repo[oid]
+        except (KeyError, ValueError):
+            raise CorruptRecord(f"object {oid[:12]} is missing") from None
+        if not isinstance(found, kind):
+            raise CorruptRecord(f"object {oid[:12]} is a {found.type_str}, not a {kind.__name__.lower()}")
+        return found
+
     def read_blob(self, oid: str) -> bytes:
-        return self.repo[oid].data
+        return self._object(oid, pygit2.Blob).data
 
     def commit_info(self, oid: str) -> CommitInfo:
-        commit = self.repo[oid]
+        commit = self._object(oid, pygit2.Commit)
         return CommitInfo(
             oid=oid,
             tree=str(commit.tree_id),

@@ -121,7 +121,7 @@ class Index:
         self.path = index_path(common_dir)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rebuilt = False
-        self.invalid: dict[str, str] = {}
+        self.invalid: dict[str, BadInput] = {}  # job id -> why its records cannot be read
         self._lock = os.open(self.path.with_name("index.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.db = self._connect()
 
@@ -224,7 +224,7 @@ class Index:
                 except (CorruptRecord, NewerFormat, BadInput) as exc:
                     # A bad job stays out of the index (and out of reach) but never blocks the others.
                     self._forget(job)
-                    self.invalid[job] = str(exc)
+                    self.invalid[job] = exc
         return moved + gone
 
     def _forget(self, job_id: str) -> None:

@@ -30,27 +30,39 @@ class Snapshot:
         self.job_id = job_id
         self.tip = tip
         self.where = layout.job_ref(job_id)
-        self.tree = repo.commit_info(tip).tree
+        try:
+            self.tree = repo.commit_info(tip).tree
+        except CorruptRecord as exc:
+            raise CorruptRecord(f"{self.where}: {exc}") from None
         self.job: Job = job if job is not None else self._read(layout.JOB_PATH, Job)
         self.state: JobState = self._read(layout.STATE_PATH, JobState)
         if self.job.id != job_id:
             raise CorruptRecord(f"{self.where}: job record names {self.job.id!r}")
         self._tasks: dict[str, Task] = {}
 
-    def _read(self, path: str, kind: type) -> object:
+    def _blob(self, path: str) -> bytes | None:
         oid = self.repo.tree_entry(self.tree, path)
         if oid is None:
+            return None
+        try:
+            return self.repo.read_blob(oid)
+        except CorruptRecord as exc:
+            raise CorruptRecord(f"{self.where}:{path}: {exc}") from None
+
+    def _read(self, path: str, kind: type) -> object:
+        data = self._blob(path)
+        if data is None:
             raise CorruptRecord(f"{self.where}:{path}: missing")
-        return codec.decode(self.repo.read_blob(oid), kind, f"{self.where}:{path}")
+        return codec.decode(data, kind, f"{self.where}:{path}")
 
     def task(self, task_id: str) -> Task:
         found = self._tasks.get(task_id)
         if found is None:
             path = layout.task_path(task_id)
-            oid = self.repo.tree_entry(self.tree, path)
-            if oid is None:
+            data = self._blob(path)
+            if data is None:
                 raise NotFound(f"job {self.job_id} has no task {task_id!r}")
-            found = codec.decode(self.repo.read_blob(oid), Task, f"{self.where}:{path}")
+            found = codec.decode(data, Task, f"{self.where}:{path}")
             if found.id != task_id:
                 raise CorruptRecord(f"{self.where}:{path}: record names task {found.id!r}")
             self._tasks[task_id] = found
@@ -76,10 +88,10 @@ class Snapshot:
 
     def artifact(self, artifact_id_: str) -> Artifact:
         path = layout.artifact_path(artifact_id_)
-        oid = self.repo.tree_entry(self.tree, path)
-        if oid is None:
+        data = self._blob(path)
+        if data is None:
             raise NotFound(f"job {self.job_id} has no artifact {artifact_id_}")
-        return codec.decode(self.repo.read_blob(oid), Artifact, f"{self.where}:{path}")
+        return codec.decode(data, Artifact, f"{self.where}:{path}")
 
 
 def op_message(op: Op) -> str:
