@@ -35,4 +35,7 @@ def invoke(args: list[str]) -> int:
         return EXIT_INTERNAL
     finally:
         sys.stdout.flush()
-    return result if isinstance(result, int) else 0
+    code = result if isinstance(result, int) else 0
+    if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130) itself
+        error_line("interrupted")
+    return code

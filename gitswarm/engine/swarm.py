@@ -185,9 +185,10 @@ class Swarm:
         self.index.destroy()
         self.index = Index(self.repo.common_dir)
         self.ledger = Ledger(self.refs, self.index)
-        moved = self.index.refresh(self.refs)
-        tasks = sum(len(self.index.tasks(job)) for job in moved)
-        return {"jobs": len(moved), "tasks": tasks, "path": str(self.index.path)}
+        self.index.refresh(self.refs)
+        jobs = self.index.job_ids()
+        tasks = sum(len(self.index.tasks(job)) for job in jobs)
+        return {"jobs": len(jobs), "tasks": tasks, "invalid": sorted(self.index.invalid), "path": str(self.index.path)}
 
 
 def _changed(tasks: dict) -> dict[str, str]:

@@ -16,7 +16,11 @@ from gitswarm.store.gitrepo import CommitInfo
 
 _TREE = pygit2.enums.FileMode.TREE
 _BLOB = pygit2.enums.FileMode.BLOB
-_LOCK_RETRIES = 20
+# A ref's lock file older than this is left by a writer that died (kill -9
+# inside an update); git's own writers hold one for milliseconds. A held lock
+# is waited out a little longer than that, then the error is raised.
+STALE_LOCK_SECONDS = 2.0
+_LOCK_WAIT_SECONDS = STALE_LOCK_SECONDS + 1.0
 
 # gitswarm only builds trees and commits from objects it has just written, so
 # libgit2's check that each referenced object exists is pure cost (~15% of a
@@ -24,9 +28,8 @@ _LOCK_RETRIES = 20
 pygit2.settings.enable_strict_object_creation(False)
 
 
-def _is_lock_error(exc: pygit2.GitError) -> bool:
-    text = str(exc)
-    return "lock" in text or "locked" in text
+def _is_lock_error(exc: Exception) -> bool:
+    return "lock" in str(exc)
 
 
 class PygitRepo:
@@ -66,7 +69,9 @@ class PygitRepo:
     def cas_ref(self, name: str, new: str, expected: str | None, message: str = "") -> None:
         """Compare-and-swap; a held lock is waited out briefly, a moved ref raises RefConflict."""
         target = pygit2.Oid(hex=new)
-        for attempt in range(_LOCK_RETRIES):
+        deadline = time.monotonic() + _LOCK_WAIT_SECONDS
+        delay = 0.0005
+        while True:
             try:
                 if expected is None:
                     self.repo.create_reference_direct(name, target, False, message=message or None)
@@ -78,12 +83,22 @@ class PygitRepo:
                 return
             except pygit2.AlreadyExistsError:
                 raise RefConflict(f"{name} already exists") from None
-            except pygit2.GitError as exc:
+            except (pygit2.GitError, OSError) as exc:
                 if "does not match" in str(exc):
                     raise RefConflict(f"{name} moved (expected {expected and expected[:12]})") from None
-                if not _is_lock_error(exc) or attempt == _LOCK_RETRIES - 1:
+                if not _is_lock_error(exc) or time.monotonic() > deadline:
                     raise
-                time.sleep(random.uniform(0.0005, 0.002 * (attempt + 1)))
+                self._remove_stale_lock(name)
+                time.sleep(random.uniform(delay / 2, delay))
+                delay = min(delay * 2, 0.05)
+
+    def _remove_stale_lock(self, name: str) -> None:
+        lock = self._common / f"{name}.lock"
+        try:
+            if time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS:
+                lock.unlink()
+        except FileNotFoundError:
+            pass
 
     def delete_ref(self, name: str, expected: str) -> None:
         ref = self.repo.references.get(name)

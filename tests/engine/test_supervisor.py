@@ -284,3 +284,36 @@ def test_ref_lock_held_briefly_is_waited_out(swarm: Swarm, repo: Path) -> None:
         lock.unlink(missing_ok=True)
     assert result.code == 0, result.err
     assert result.json()["changed"] == {"a": "cancelled"}
+
+
+def test_old_ref_lock_of_a_dead_writer_is_cleared(swarm: Swarm, repo: Path) -> None:
+    """A lock file nobody has touched for a minute is a dead writer's: it must not wedge the job."""
+    job = swarm.submit_text(spec_text('id = "a"\ncommand = "true"'))
+    lock = swarm.repo.common_dir / "refs" / "swarm" / "jobs" / f"{job}.lock"
+    lock.write_bytes(b"")
+    old = time.time() - 60
+    os.utime(lock, (old, old))
+    try:
+        result = cli(repo, "--json", "cancel", job)
+    finally:
+        lock.unlink(missing_ok=True)
+    assert result.code == 0, result.err
+    assert result.json()["changed"] == {"a": "cancelled"}
+
+
+@pytest.mark.slow
+def test_worker_killed_inside_a_ref_update_does_not_wedge_the_job(repo: Path, tmp_path: Path) -> None:
+    """What kill -9 of a worker inside libgit2's ref update leaves: a fresh, empty
+    `<ref>.lock` that nobody will ever remove. The next writers meet it at once;
+    `gitswarm work` must still finish the job (exit 0), not die with exit 3."""
+    swarm = Swarm(repo)
+    try:
+        job = swarm.submit_text(spec_text('id = "a"\ncommand = "true"', 'id = "b"\ncommand = "true"'))
+        lock = swarm.repo.common_dir / "refs" / "swarm" / "jobs" / f"{job}.lock"
+    finally:
+        swarm.close()
+    lock.write_bytes(b"")
+    proc, out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "2", "--lease", "2")
+    code = finish(proc, 40)
+    assert code == 0, err.read_text()[-1500:]
+    assert cli(repo, "--json", "status", job).json()["status"] == "succeeded"
