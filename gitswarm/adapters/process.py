@@ -116,6 +116,8 @@ def run_process(
         assert proc.stdin is not None
         os.set_blocking(proc.stdin.fileno(), False)
         selector.register(proc.stdin, selectors.EVENT_WRITE, _Feed(stdin))
+    exit_fd = _watch_exit(proc.pid, selector)
+    exited = False
     stopped: str | None = None
     next_tick = start + tick
     try:
@@ -129,32 +131,36 @@ def run_process(
             if stopped:
                 kill_group(pgid, grace, lambda: proc.poll() is None)
                 break
-            wait = next_tick - now
-            if timeout is not None:
-                wait = min(wait, start + timeout - now)
-            if not selector.get_map():
-                # Both pipes are closed; wait for the process itself to exit.
-                try:
-                    proc.wait(timeout=max(wait, 0.0))
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-            for key, _ in selector.select(max(wait, 0.0)):
-                if isinstance(key.data, _Feed):
-                    if key.data.write(key.fd):
-                        selector.unregister(key.fileobj)
-                        key.fileobj.close()
-                    continue
-                chunk = os.read(key.fd, _CHUNK)
-                if chunk:
-                    key.data.feed(chunk)
-                else:
-                    selector.unregister(key.fileobj)
-            if proc.poll() is not None:
-                if not selector.get_map():
+            if exited or (exit_fd is None and proc.poll() is not None):
+                exited = True
+                if not _reading(selector):
                     break
                 # The process is gone; anything still holding the pipes is a stray grandchild.
                 _kill_silently(pgid)
+            wait = next_tick - now
+            if timeout is not None:
+                wait = min(wait, start + timeout - now)
+            if exit_fd is None and not _reading(selector):
+                # No pidfd here: both pipes are closed, so wait on the process itself.
+                try:
+                    proc.wait(timeout=max(wait, 0.0))
+                except subprocess.TimeoutExpired:
+                    pass
+                continue
+            for key, _ in selector.select(max(wait, 0.0)):
+                if key.data is _EXITED:
+                    selector.unregister(key.fileobj)
+                    exited = True
+                elif isinstance(key.data, _Feed):
+                    if key.data.write(key.fd):
+                        selector.unregister(key.fileobj)
+                        key.fileobj.close()
+                else:
+                    chunk = os.read(key.fd, _CHUNK)
+                    if chunk:
+                        key.data.feed(chunk)
+                    else:
+                        selector.unregister(key.fileobj)
     except KeyboardInterrupt:
         kill_group(pgid, grace, lambda: proc.poll() is None)
         raise
@@ -162,6 +168,8 @@ def run_process(
         _kill_silently(pgid)
         _drain(selector)
         selector.close()
+        if exit_fd is not None:
+            os.close(exit_fd)
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
@@ -176,6 +184,24 @@ def run_process(
         timed_out=stopped == "timeout",
         stopped=stopped,
     )
+
+
+_EXITED = object()
+
+
+def _watch_exit(pid: int, selector: selectors.BaseSelector) -> int | None:
+    """A pidfd that turns readable when the process exits (Linux >= 5.3), or None."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+    selector.register(fd, selectors.EVENT_READ, _EXITED)
+    return fd
+
+
+def _reading(selector: selectors.BaseSelector) -> bool:
+    """Whether stdout or stderr is still open."""
+    return any(isinstance(key.data, Stream) for key in selector.get_map().values())
 
 
 class _Feed:
@@ -205,8 +231,7 @@ def _kill_silently(pgid: int) -> None:
 def _drain(selector: selectors.BaseSelector) -> None:
     """Read what is left in the pipes after the group is dead (non-blocking by then)."""
     for key in list(selector.get_map().values()):
-        if isinstance(key.data, _Feed):
-            key.fileobj.close()
+        if not isinstance(key.data, Stream):
             continue
         os.set_blocking(key.fd, False)  # a grandchild that escaped the group may hold the pipe
         while True:
