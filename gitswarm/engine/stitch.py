@@ -38,11 +38,13 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
             }
         )
         if task.state is TaskState.FAILED:
-            output = b""
+            output, cut = b"", 0
             if last is not None:
                 ref = last.stderr or last.stdout
-                output = read_blob(ref.oid) if ref else b""
-            failures.append({"task": task.id, "error": task.error, "tail": tail(output, FAILURE_TAIL_LINES)})
+                output, cut = (read_blob(ref.oid), ref.truncated) if ref else (b"", 0)
+            failures.append(
+                {"task": task.id, "error": task.error, "tail": tail(output, FAILURE_TAIL_LINES), "truncated": cut}
+            )
         for artifact_id in task.artifacts:
             artifact = artifacts[artifact_id]
             if isinstance(artifact, Finding):
@@ -102,6 +104,8 @@ def render_markdown(job_id: str, data: dict) -> str:
         lines += ["", f"## Failed: {failure['task']}", "", failure["error"] or "", ""]
         if failure["tail"]:
             lines += ["```", failure["tail"], "```"]
+        if failure["truncated"]:
+            lines.append(f"(output cut at the capture cap: {failure['truncated']} bytes not kept)")
     for title, key in (("Findings", "findings"), ("Decisions", "decisions")):
         if data[key]:
             lines += ["", f"## {title}", ""]
