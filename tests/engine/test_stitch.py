@@ -91,7 +91,7 @@ def test_failures_carry_the_tail_of_the_output(stitched: tuple[Path, str, dict])
     assert bad["error"] == "exit 3: err line 30"
     # stderr is preferred over stdout, and only the last 15 lines are kept
     assert bad["tail"] == "\n".join(f"err line {n}" for n in range(16, 31))
-    assert failures["quiet_bad"] == {"task": "quiet_bad", "error": "exit 2: only-stdout", "tail": "only-stdout"}
+    assert failures["quiet_bad"] == {"task": "quiet_bad", "error": "exit 2: only-stdout", "tail": "only-stdout", "truncated": 0}
 
 
 def test_markdown_mentions_every_task_and_the_failure(stitched: tuple[Path, str, dict]) -> None:

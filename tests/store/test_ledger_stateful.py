@@ -178,6 +178,16 @@ class LedgerMachine(RuleBasedStateMachine):
         self.begin()
         self.now += seconds
 
+    @precondition(lambda self: self.live_leases())
+    @rule(data=st.data(), past=st.booleans())
+    def reach_expiry(self, data: st.DataObject, past: bool) -> None:
+        """Move the clock to exactly a live lease's expiry (still held), or just past it."""
+        self.begin()
+        lease = data.draw(st.sampled_from(self.live_leases()), label="lease")
+        expires = self.expiry[(lease.task, lease.token)]
+        assert expires >= self.now
+        self.now = expires + (0.5 if past else 0.0)
+
     # One argument, not two, for the same reason as finish_ok.
     @rule(worker=st.tuples(st.sampled_from(WORKERS), st.sampled_from(TTLS)))
     def claim(self, worker: tuple[str, float]) -> None:
@@ -288,7 +298,11 @@ class LedgerMachine(RuleBasedStateMachine):
     def finish_stale(self, data: st.DataObject, ok: bool) -> None:
         """A result from a lease kept from before: refused, and nothing changes."""
         self.begin()
-        lease = data.draw(st.sampled_from(self.stale_leases()), label="stale lease")
+        stale = self.stale_leases()
+        # Most interesting are the newest lease of a task: just run out, revoked or used up.
+        newest = [lease for lease in stale if self.latest[lease.task] == lease]
+        choices = st.sampled_from(newest) | st.sampled_from(stale) if newest else st.sampled_from(stale)
+        lease = data.draw(choices, label="stale lease")
         before = self.frozen()
         try:
             self.ledger.finish(lease, ok, self.now, error=None if ok else "late")
