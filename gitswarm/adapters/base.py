@@ -32,6 +32,7 @@ class RunContext:
     attempt: int
     workdir: Path
     base_env: Mapping[str, str]
+    prompt: str | None = None  # the prompt to send, when it is not the task's own (a repair round)
 
 
 @dataclass

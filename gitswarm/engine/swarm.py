@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gitswarm.adapters.registry import repo_registry
 from gitswarm.model import codec
 from gitswarm.model.artifacts import describe
 from gitswarm.model.errors import BadInput, NotFound
@@ -22,7 +23,6 @@ from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs
 from gitswarm.store.ledger import Ledger
 
-BUILTIN_ADAPTERS = ("shell",)
 Clock = Callable[[], float]
 
 
@@ -53,6 +53,7 @@ class Swarm:
         self.index = Index(self.repo.common_dir)
         self.refs = JobRefs(self.repo, self.actor)
         self.ledger = Ledger(self.refs, self.index)
+        self.adapters = repo_registry(self.repo.workdir)
         self.index.refresh(self.refs)
 
     def close(self) -> None:
@@ -61,10 +62,7 @@ class Swarm:
     # -- names ----------------------------------------------------------------------------
 
     def known_adapters(self) -> list[str]:
-        names = set(BUILTIN_ADAPTERS)
-        if self.repo.workdir is not None:
-            names.update(p.stem for p in (self.repo.workdir / ".gitswarm" / "adapters").glob("*.toml"))
-        return sorted(names)
+        return self.adapters.names()
 
     def resolve_job(self, prefix: str) -> str:
         """The job a prefix names; a job whose records cannot be read raises why."""
@@ -102,7 +100,20 @@ class Swarm:
 
     def submit_text(self, text: str, source: str = "spec") -> str:
         spec = parse_spec(text, self.known_adapters(), source)
-        return self.ledger.submit(spec, self.clock(), source=Path(source).name)
+        base, base_ref = self.pin_base(spec.base, any(t.mode == "implement" for t in spec.tasks))
+        return self.ledger.submit(spec, self.clock(), source=Path(source).name, base=base, base_ref=base_ref)
+
+    def pin_base(self, rev: str | None, needed: bool) -> tuple[str | None, str | None]:
+        """The commit (and branch) implement tasks will branch from: REV, else the checked-out tip."""
+        if rev is None and not needed:
+            return None, None
+        commit = self.repo.resolve(rev or "HEAD")
+        if commit is None:
+            raise BadInput(f"base: {rev or 'HEAD'} does not name a commit" + ("" if rev else " (no commits yet?)"))
+        if rev is None:
+            return commit, self.repo.head_branch()
+        branch = f"refs/heads/{rev}"
+        return commit, branch if self.repo.resolve(branch) == commit else None
 
     def submit_file(self, path: str | os.PathLike[str]) -> str:
         try:

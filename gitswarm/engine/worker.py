@@ -13,12 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitswarm.adapters.base import RunContext
+from gitswarm.adapters.base import Invocation, Outcome, RunContext
 from gitswarm.adapters.process import DEFAULT_OUTPUT_CAP, ProcessResult, run_process
-from gitswarm.adapters.registry import get_adapter
+from gitswarm.adapters.registry import Registry, repo_registry
+from gitswarm.engine.delegation import Delegation
 from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, LeaseLost
+from gitswarm.store.gitcli import GitCommandError
 from gitswarm.store.ledger import Lease, Ledger
+from gitswarm.store.worktrees import Worktrees
 
 DEFAULT_LEASE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.25
@@ -51,14 +54,19 @@ class Worker:
         clock: Callable[[], float] = time.time,
         write_blob: Callable[[bytes], str] | None = None,
         on_adapter: Callable[[int], None] = lambda pgid: None,
+        registry: Registry | None = None,
+        worktrees: Worktrees | None = None,
     ) -> None:
         self.ledger = ledger
         self.workdir = workdir
         self.owner = owner
         self.options = options
         self.clock = clock
-        self.write_blob = write_blob or ledger.refs.repo.write_blob
+        repo = ledger.refs.repo
+        self.write_blob = write_blob or repo.write_blob
         self.on_adapter = on_adapter  # told each adapter's process group id, and 0 when it is gone
+        self.registry = registry or repo_registry(repo.workdir)
+        self.worktrees = worktrees or Worktrees(repo.workdir or repo.common_dir, repo.common_dir)
 
     def step(self) -> StepResult:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
@@ -70,37 +78,51 @@ class Worker:
     def execute(self, lease: Lease) -> StepResult:
         spec = lease.spec
         ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
-        try:
-            adapter = get_adapter(spec.adapter)
-            invocation = adapter.invocation(spec, ctx)
-        except BadInput as exc:
-            return self._finish(lease, False, str(exc), [], retryable=False)
         heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease)
         try:
-            result: ProcessResult = run_process(
-                invocation.argv,
-                cwd=invocation.cwd,
-                env=invocation.env,
-                stdin=invocation.stdin,
-                timeout=invocation.timeout,
-                output_cap=self.options.output_cap,
-                on_tick=heartbeat.tick,
-                on_start=self.on_adapter,
-                tick=CANCEL_POLL_SECONDS,
-            )
-        finally:
-            self.on_adapter(0)
+            adapter = self.registry.get(spec.adapter)
+            auditor = self.registry.get(spec.auditor) if spec.auditor else None
+            if spec.mode == "implement":
+                if lease.base is None:
+                    raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
+                delegation = Delegation(self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor)
+                outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost)
+            else:
+                result = self._runner(heartbeat)(adapter.invocation(spec, ctx))
+                outcome = adapter.outcome(spec, ctx, result, self._store_blob, self.clock())
+        except (BadInput, GitCommandError) as exc:
+            outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
         if heartbeat.lost:
             return StepResult(lease, accepted=False, error="lease lost")
-        outcome = adapter.outcome(spec, ctx, result, self._store_blob, self.clock())
-        return self._finish(lease, outcome.ok, outcome.error, outcome.artifacts, outcome.retryable)
+        return self._finish(lease, outcome)
 
-    def _finish(self, lease: Lease, ok: bool, error: str | None, artifacts: list, retryable: bool) -> StepResult:
+    def _runner(self, heartbeat: _Heartbeat) -> Callable[[Invocation], ProcessResult]:
+        def run(invocation: Invocation) -> ProcessResult:
+            try:
+                return run_process(
+                    invocation.argv,
+                    cwd=invocation.cwd,
+                    env=invocation.env,
+                    stdin=invocation.stdin,
+                    timeout=invocation.timeout,
+                    output_cap=self.options.output_cap,
+                    on_tick=heartbeat.tick,
+                    on_start=self.on_adapter,
+                    tick=CANCEL_POLL_SECONDS,
+                )
+            finally:
+                self.on_adapter(0)
+
+        return run
+
+    def _finish(self, lease: Lease, outcome: Outcome) -> StepResult:
         try:
-            self.ledger.finish(lease, ok, self.clock(), error=error, artifacts=artifacts, retryable=retryable)
+            self.ledger.finish(
+                lease, outcome.ok, self.clock(), error=outcome.error, artifacts=outcome.artifacts, retryable=outcome.retryable
+            )
         except LeaseLost as exc:
-            return StepResult(lease, accepted=False, ok=ok, error=str(exc))
-        return StepResult(lease, accepted=True, ok=ok, error=error)
+            return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
+        return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
 
     def _store_blob(self, data: bytes, dropped: int) -> BlobRef:
         return BlobRef(oid=self.write_blob(data), size=len(data) + dropped, truncated=dropped)

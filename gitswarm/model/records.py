@@ -58,6 +58,9 @@ class TaskSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_attempts: int = 3
     cwd: str | None = None
     env: dict[str, str] = {}
+    setup: str | None = None  # implement mode: run in the worktree before the agent
+    repair_rounds: int = 2  # implement mode: rejected patches go back this many times
+    auditor: str | None = None  # implement mode: an adapter that reviews the patch
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,6 +100,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     defaults: Defaults = Defaults()
     task_count: int = 0
     source: str | None = None
+    base: str | None = None  # the commit implement tasks branch from
+    base_ref: str | None = None  # the branch it was the tip of, e.g. refs/heads/main
 
 
 class JobState(msgspec.Struct, frozen=True, kw_only=True):

@@ -24,6 +24,7 @@ _PATH = re.compile(r"^(.*?) - at `\$\.?(.*)`$")
 
 Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
 Attempts = Annotated[int, msgspec.Meta(ge=1, le=100)]
+RepairRounds = Annotated[int, msgspec.Meta(ge=1, le=5)]
 
 
 class _RawDefaults(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -31,6 +32,9 @@ class _RawDefaults(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     timeout: str | float = 600.0
     max_attempts: Attempts = 3
     priority: Priority = 0
+    setup: str | None = None
+    repair_rounds: RepairRounds = 2
+    auditor: str | None = None
 
 
 class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -46,16 +50,21 @@ class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_attempts: Attempts | None = None
     cwd: str | None = None
     env: dict[str, str] = {}
+    setup: str | None = None
+    repair_rounds: RepairRounds | None = None
+    auditor: str | None = None
 
 
 class _RawSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     goal: str
+    base: str | None = None
     defaults: _RawDefaults = msgspec.field(default_factory=_RawDefaults)
     tasks: list[_RawTask]
 
 
 class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     goal: str
+    base: str | None
     defaults: Defaults
     tasks: tuple[TaskSpec, ...]
 
@@ -142,6 +151,9 @@ def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
             raise SpecError(f"{where}.command: the shell adapter needs a command")
         if adapter != "shell" and not (task.prompt or "").strip():
             raise SpecError(f"{where}.prompt: adapter {adapter!r} needs a prompt")
+        auditor = task.auditor or raw.defaults.auditor
+        if auditor is not None and auditor not in adapters:
+            raise SpecError(f"{where}.auditor: unknown adapter {auditor!r}")
         timeout = defaults.timeout if task.timeout is None else parse_duration(task.timeout, f"{where}.timeout")
         max_attempts = defaults.max_attempts if task.max_attempts is None else task.max_attempts
         specs.append(
@@ -159,11 +171,14 @@ def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
                 max_attempts=max_attempts,
                 cwd=task.cwd,
                 env=dict(task.env),
+                setup=task.setup or raw.defaults.setup,
+                repair_rounds=task.repair_rounds or raw.defaults.repair_rounds,
+                auditor=auditor,
             )
         )
     specs = [msgspec.structs.replace(s, dependents=tuple(dependents[s.id])) for s in specs]
     _refuse_cycles(specs)
-    return JobSpec(goal=raw.goal, defaults=defaults, tasks=tuple(specs))
+    return JobSpec(goal=raw.goal, base=raw.base, defaults=defaults, tasks=tuple(specs))
 
 
 def _refuse_cycles(specs: list[TaskSpec]) -> None:

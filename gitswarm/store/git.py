@@ -200,6 +200,19 @@ class PygitRepo:
                 time=commit.commit_time,
             )
 
+    def resolve(self, rev: str) -> str | None:
+        """The commit `rev` names, or None."""
+        try:
+            return str(self.repo.revparse_single(rev).peel(pygit2.Commit).id)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            return None
+
+    def head_branch(self) -> str | None:
+        """The full name of the branch checked out here, or None when detached or unborn."""
+        if self.repo.head_is_detached or self.repo.head_is_unborn:
+            return None
+        return self.repo.head.name
+
     def merge_base(self, a: str, b: str) -> str | None:
         base = self.repo.merge_base(pygit2.Oid(hex=a), pygit2.Oid(hex=b))
         return None if base is None else str(base)

@@ -57,3 +57,9 @@ class GitRepo(Protocol):
         """Commits reachable from `tip`, oldest first (topological)."""
 
     def merge_base(self, a: str, b: str) -> str | None: ...
+
+    def resolve(self, rev: str) -> str | None:
+        """The commit `rev` names, or None."""
+
+    def head_branch(self) -> str | None:
+        """The full name of the checked-out branch, or None when detached or unborn."""

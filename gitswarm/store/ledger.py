@@ -9,6 +9,7 @@ the ref and the transition rebuilt on the new tip, a bounded number of times.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ class Lease:
     expires: float
     attempt: int
     spec: TaskSpec
+    base: str | None = None  # the job's pinned base commit, for implement tasks
 
 
 class Ledger:
@@ -76,7 +78,9 @@ class Ledger:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, now: float, source: str | None = None) -> str:
+    def submit(
+        self, spec: JobSpec, now: float, source: str | None = None, base: str | None = None, base_ref: str | None = None
+    ) -> str:
         job = Job(
             id=new_id(now),
             goal=spec.goal,
@@ -85,6 +89,8 @@ class Ledger:
             defaults=spec.defaults,
             task_count=len(spec.tasks),
             source=source,
+            base=base,
+            base_ref=base_ref,
         )
         op = self.refs.next_op(JobCreated, None, now, job=job, tasks=spec.tasks)
         with self.index.immediate():
@@ -142,9 +148,11 @@ class Ledger:
                 return None
             top = [r for r in rows if r[2] == rows[0][2]]
             chosen_job, chosen_task, _ = random.choice(top)
+            base: list[str | None] = []
 
             def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:
                 task = snapshot.task(chosen_task)
+                base[:] = [snapshot.job.base]
                 op = self.refs.next_op(
                     TaskClaimed, snapshot, now, task=chosen_task, token=task.claims + 1, owner=owner, lease_expires=now + ttl
                 )
@@ -160,6 +168,7 @@ class Ledger:
             expires=now + ttl,
             attempt=task.attempts,
             spec=task.spec,
+            base=base[0],
         )
 
     def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
@@ -171,7 +180,7 @@ class Ledger:
             ).rowcount
         if not updated:
             raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held")
-        return Lease(lease.job, lease.task, lease.token, lease.owner, now + ttl, lease.attempt, lease.spec)
+        return dataclasses.replace(lease, expires=now + ttl)
 
     def finish(
         self,

@@ -1,0 +1,100 @@
+"""Implement tasks: the agent edits in its own worktree; gitswarm captures, verifies, repairs.
+
+An attempt: prepare the worktree from the pinned base (a new attempt resets
+it, a repair round continues on it), copy the include files, run the setup
+command, run the agent, commit what it left, make the PATCH artifact, and
+verify it on a clean checkout. A rejected patch goes back to the agent with
+what failed, up to the task's repair rounds; each round is a new commit and
+a new verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext
+from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.shell import tail
+from gitswarm.engine.verify import main_tree_state, verify
+from gitswarm.model.artifacts import Artifact, Check, Patch
+from gitswarm.store.gitrepo import GitRepo
+from gitswarm.store.worktrees import Worktrees, WorktreeViolation
+
+Runner = Callable[[Invocation], ProcessResult]
+REPAIR_TAIL_LINES = 40
+
+
+@dataclass
+class Delegation:
+    repo: GitRepo
+    worktrees: Worktrees
+    store: BlobWriter
+    now: Callable[[], float]
+    auditor: Adapter | None = None
+
+    def run(self, adapter: Adapter, ctx: RunContext, base: str, spec, run: Runner, lost: Callable[[], bool]) -> Outcome:
+        repo_dir = self.repo.workdir or self.repo.common_dir
+        worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True)
+        self.worktrees.copy_includes(worktree, repo_dir)
+        ctx = RunContext(ctx.job, ctx.task, ctx.attempt, worktree.path, ctx.base_env, spec.prompt)
+        if spec.setup:
+            setup = run(Invocation(["sh", "-c", spec.setup], worktree.path, dict(ctx.base_env), spec.timeout))
+            if setup.exit_code != 0:
+                return Outcome(ok=False, error=f"setup failed ({setup.stopped or f'exit {setup.exit_code}'}): {tail(setup.stderr, 1)}")
+        artifacts: list[Artifact] = []
+        for round_ in range(spec.repair_rounds + 1):
+            before = main_tree_state(self.repo.workdir)
+            result = run(adapter.invocation(spec, ctx))
+            if lost():
+                return Outcome(ok=False, error="lease lost")
+            said = adapter.outcome(spec, ctx, result, self.store, self.now())
+            artifacts.extend(said.artifacts)
+            if main_tree_state(self.repo.workdir) != before:
+                return Outcome(ok=False, error="integrity: the worker wrote outside its worktree", artifacts=artifacts, retryable=False)
+            message = f"gitswarm: {ctx.job}/{ctx.task} attempt {ctx.attempt} round {round_}\n"
+            try:
+                captured = self.worktrees.capture(worktree, message)
+            except WorktreeViolation as exc:
+                return Outcome(ok=False, error=f"integrity: {exc}", artifacts=artifacts, retryable=False)
+            if not captured.files:
+                error = "no-op: the agent changed nothing" + (f" ({said.error})" if said.error else "")
+                return Outcome(ok=False, error=error, artifacts=artifacts)
+            patch = Patch(
+                job=ctx.job,
+                task=ctx.task,
+                attempt=ctx.attempt,
+                created=self.now(),
+                producer=adapter.name,
+                base=base,
+                head=captured.head,
+                diff=self.store(captured.diff, 0),
+                sha256=captured.sha256,
+                files=captured.files,
+            )
+            verification = verify(
+                self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor
+            )
+            artifacts += [patch, *verification.checks, verification.verdict]
+            if verification.verdict.accepted:
+                return Outcome(ok=True, artifacts=artifacts)
+            if lost():
+                return Outcome(ok=False, error="lease lost")
+            ctx = RunContext(ctx.job, ctx.task, ctx.attempt, worktree.path, ctx.base_env, self._repair_prompt(spec, verification.checks, verification.verdict))
+        rounds = spec.repair_rounds
+        return Outcome(
+            ok=False, error=f"rejected: the patch failed verification after {rounds} repair round(s)", artifacts=artifacts, retryable=False
+        )
+
+    def _repair_prompt(self, spec, checks: list[Check], verdict) -> str:
+        lines = [spec.prompt or "", "", f"Your change (commit {verdict.head[:12]}) was rejected: {verdict.status}/{verdict.integrity}/{verdict.contract}."]
+        for check in checks:
+            if not check.passed:
+                output = b""
+                for ref in (check.stderr, check.stdout):
+                    if ref is not None:
+                        output += self.repo.read_blob(ref.oid)
+                lines += [f"The check `{check.command}` failed (exit {check.exit_code}):", tail(output, REPAIR_TAIL_LINES)]
+        lines.append("Fix it in this worktree.")
+        return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""Verification by gitswarm: the checks run on a fresh clean checkout of the patch's head.
+
+Never in the worker's tree, which may hold ignored junk; never on the
+agent's word. An optional auditor reviews the patch read-only in that same
+checkout, with no memory of the worker. The result is always a verdict for
+exactly the head SHA that was checked, also written as a note on it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, RunContext
+from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.shell import ShellAdapter
+from gitswarm.model import codec
+from gitswarm.model.artifacts import Check, Patch, Verdict, artifact_id
+from gitswarm.model.ids import new_id
+from gitswarm.model.records import TaskSpec
+from gitswarm.model.verdict import Judgement, combine, from_checks, parse_auditor
+from gitswarm.store.gitcli import git
+from gitswarm.store.gitrepo import GitRepo
+from gitswarm.store.notes import add_note_line
+
+Runner = Callable[[Invocation], ProcessResult]
+AUDIT_PROMPT = """You are reviewing a patch made by another agent. Do not edit anything.
+
+The instruction it was given:
+{instruction}
+
+The patch (base {base}, head {head}):
+{diff}
+
+Answer with one JSON object and nothing after it:
+{{"status": "complete|incomplete|blocked", "integrity": "clean|suspect|violation",
+  "contract": "aligned|unknown|needs_revision|invalid",
+  "evidence": {{"status": "...", "integrity": "...", "contract": "..."}}}}
+"""
+MAX_AUDIT_DIFF = 200_000
+
+
+@dataclass(frozen=True)
+class Verification:
+    checks: list[Check]
+    verdict: Verdict
+
+
+def clean_checkout(repo_dir: Path, root: Path, commit: str) -> Path:
+    """A fresh detached worktree of `commit`; remove it with drop_checkout."""
+    path = root / "verify" / new_id()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git(["worktree", "add", "-q", "--detach", str(path), commit], repo_dir)
+    return path
+
+
+def drop_checkout(repo_dir: Path, path: Path) -> None:
+    git(["worktree", "remove", "--force", str(path)], repo_dir, check=False)
+    shutil.rmtree(path, ignore_errors=True)
+    git(["worktree", "prune"], repo_dir, check=False)
+
+
+def run_checks(
+    commands: tuple[str, ...], checkout: Path, ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float]
+) -> list[Check]:
+    shell = ShellAdapter()
+    checks = []
+    for command in commands:
+        spec = TaskSpec(id=ctx.task, seq=0, command=command, timeout=timeout)
+        check_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env)
+        invocation = shell.invocation(spec, check_ctx)
+        outcome = shell.outcome(spec, check_ctx, run(invocation), store, now())
+        checks.extend(a for a in outcome.artifacts if isinstance(a, Check))
+    return checks
+
+
+def verify(
+    repo: GitRepo,
+    repo_dir: Path,
+    root: Path,
+    patch: Patch,
+    spec: TaskSpec,
+    ctx: RunContext,
+    run: Runner,
+    store: BlobWriter,
+    now: Callable[[], float],
+    auditor: Adapter | None = None,
+) -> Verification:
+    checkout = clean_checkout(repo_dir, root, patch.head)
+    try:
+        checks = run_checks(spec.checks, checkout, ctx, spec.timeout, run, store, now)
+        judgement = from_checks({_shown(c): c.passed for c in checks})
+        reviewer = "checks"
+        if auditor is not None:
+            judgement = combine(judgement, _audit(auditor, repo, patch, spec, ctx, checkout, run, store, now))
+            reviewer = f"checks+{auditor.name}"
+    finally:
+        drop_checkout(repo_dir, checkout)
+    verdict = Verdict(
+        job=ctx.job,
+        task=ctx.task,
+        attempt=ctx.attempt,
+        created=now(),
+        producer="gitswarm",
+        head=patch.head,
+        status=judgement.status,
+        integrity=judgement.integrity,
+        contract=judgement.contract,
+        accepted=judgement.accepted and not judgement.malformed,
+        reviewer=reviewer,
+        evidence=judgement.evidence | ({"malformed": judgement.malformed} if judgement.malformed else {}),
+        checks=tuple(artifact_id(c) for c in checks),
+        patch=artifact_id(patch),
+    )
+    add_note_line(repo, patch.head, codec.encode(verdict), ("gitswarm", "gitswarm@localhost"), now())
+    return Verification(checks, verdict)
+
+
+def _shown(check: Check) -> str:
+    return check.command if isinstance(check.command, str) else " ".join(check.command)
+
+
+def _audit(
+    auditor: Adapter,
+    repo: GitRepo,
+    patch: Patch,
+    spec: TaskSpec,
+    ctx: RunContext,
+    checkout: Path,
+    run: Runner,
+    store: BlobWriter,
+    now: Callable[[], float],
+) -> Judgement:
+    diff = repo.read_blob(patch.diff.oid)[:MAX_AUDIT_DIFF].decode(errors="replace")
+    prompt = AUDIT_PROMPT.format(instruction=spec.prompt or spec.command, base=patch.base, head=patch.head, diff=diff)
+    audit_spec = TaskSpec(id=ctx.task, seq=0, mode="analyze", prompt=prompt, timeout=spec.timeout)
+    audit_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env, prompt=prompt)
+    result = run(auditor.invocation(audit_spec, audit_ctx))
+    if result.exit_code != 0:
+        return Judgement(malformed=f"the auditor exited {result.exit_code}")
+    return parse_auditor(result.stdout.decode(errors="replace"))
+
+
+def main_tree_state(workdir: Path | None) -> bytes:
+    """The user's working tree status, to tell whether a worker wrote outside its worktree."""
+    if workdir is None or not os.path.isdir(workdir):
+        return b""
+    return git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], workdir)

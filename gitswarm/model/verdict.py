@@ -1,0 +1,92 @@
+"""Verdicts: from checks alone, or from an auditor's answer, failing closed.
+
+An auditor must answer with one JSON object:
+
+    {"status": "complete|incomplete|blocked",
+     "integrity": "clean|suspect|violation",
+     "contract": "aligned|unknown|needs_revision|invalid",
+     "evidence": {"status": "...", "integrity": "...", "contract": "..."}}
+
+Anything else, including a claim without evidence, counts as
+incomplete/suspect/unknown.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+STATUSES = ("complete", "incomplete", "blocked")
+INTEGRITIES = ("clean", "suspect", "violation")
+CONTRACTS = ("aligned", "unknown", "needs_revision", "invalid")
+CLAIMS = ("status", "integrity", "contract")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    status: str = "incomplete"
+    integrity: str = "suspect"
+    contract: str = "unknown"
+    evidence: dict[str, str] = field(default_factory=dict)
+    malformed: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return (self.status, self.integrity, self.contract) == ("complete", "clean", "aligned")
+
+
+def from_checks(results: dict[str, bool]) -> Judgement:
+    """The verdict of the checks alone: command -> passed."""
+    if not results:
+        return Judgement("complete", "clean", "aligned", {"checks": "no checks configured"})
+    failed = [command for command, passed in results.items() if not passed]
+    evidence = {command: "passed" if passed else "failed" for command, passed in results.items()}
+    if failed:
+        return Judgement("incomplete", "clean", "needs_revision", evidence)
+    return Judgement("complete", "clean", "aligned", evidence)
+
+
+def _last_json_object(text: str) -> dict | None:
+    decoder = json.JSONDecoder()
+    found = None
+    for start, char in enumerate(text):
+        if char != "{":
+            continue
+        try:
+            value, _ = decoder.raw_decode(text[start:])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            found = value
+    return found
+
+
+def parse_auditor(text: str) -> Judgement:
+    """An auditor's answer as a Judgement; malformed answers fail closed."""
+    answer = _last_json_object(text)
+    if answer is None:
+        return Judgement(malformed="no JSON verdict in the auditor's answer")
+    values = {claim: answer.get(claim) for claim in CLAIMS}
+    allowed = {"status": STATUSES, "integrity": INTEGRITIES, "contract": CONTRACTS}
+    for claim, value in values.items():
+        if value not in allowed[claim]:
+            return Judgement(malformed=f"{claim}: {value!r} is not one of {', '.join(allowed[claim])}")
+    evidence = answer.get("evidence")
+    if not isinstance(evidence, dict) or not all(isinstance(evidence.get(c), str) and evidence[c].strip() for c in CLAIMS):
+        return Judgement(malformed="evidence must back each of status, integrity and contract")
+    return Judgement(values["status"], values["integrity"], values["contract"], {c: evidence[c] for c in CLAIMS})
+
+
+def combine(checks: Judgement, auditor: Judgement) -> Judgement:
+    """Both must accept; the worse of each claim wins."""
+    def worse(order: tuple[str, ...], a: str, b: str) -> str:
+        return a if order.index(a) > order.index(b) else b
+
+    contract_order = ("aligned", "unknown", "needs_revision", "invalid")
+    return Judgement(
+        worse(STATUSES, checks.status, auditor.status),
+        worse(INTEGRITIES, checks.integrity, auditor.integrity),
+        worse(contract_order, checks.contract, auditor.contract),
+        {**checks.evidence, **{f"auditor.{k}": v for k, v in auditor.evidence.items()}},
+        auditor.malformed,
+    )

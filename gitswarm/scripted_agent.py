@@ -1,0 +1,80 @@
+"""A scripted stand-in for a coding agent, for tests and the demo: no model, no network.
+
+    python -m gitswarm.scripted_agent PROMPT
+
+It makes the edits the prompt describes, one per line:
+
+    edit PATH: replace OLD with NEW
+    write PATH: TEXT
+    append PATH: TEXT
+
+and it can be told to misbehave, like real agents sometimes do:
+
+    misbehave: no-edit         claim success without editing anything
+    misbehave: outside         also write a file outside its worktree
+    misbehave: fail-after      make the edits, then exit 1
+    misbehave: hang            make the edits, then never exit
+    misbehave: switch-branch   check out another branch after editing
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_EDIT = re.compile(r"^edit (?P<path>[^:]+): replace (?P<old>.+?) with (?P<new>.*)$")
+_WRITE = re.compile(r"^(?P<how>write|append) (?P<path>[^:]+): (?P<text>.*)$")
+_MISBEHAVE = re.compile(r"^misbehave: (?P<how>[a-z-]+)$")
+
+
+def apply(prompt: str, root: Path) -> tuple[int, set[str]]:
+    """Make the prompt's edits under `root`; returns (files edited, misbehaviours asked for)."""
+    edited, misbehave = 0, set()
+    for line in prompt.splitlines():
+        line = line.strip()
+        if match := _MISBEHAVE.match(line):
+            misbehave.add(match["how"])
+            continue
+        if "no-edit" in misbehave:
+            continue
+        if match := _EDIT.match(line):
+            path = root / match["path"]
+            text = path.read_text()
+            if match["old"] not in text:
+                print(f"{match['path']}: {match['old']!r} not found", file=sys.stderr)
+                continue
+            path.write_text(text.replace(match["old"], match["new"], 1))
+            edited += 1
+        elif match := _WRITE.match(line):
+            path = root / match["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            mode = "a" if match["how"] == "append" else "w"
+            with open(path, mode) as handle:
+                handle.write(match["text"] + "\n")
+            edited += 1
+    return edited, misbehave
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m gitswarm.scripted_agent PROMPT", file=sys.stderr)
+        return 2
+    root = Path.cwd()
+    edited, misbehave = apply(argv[-1], root)
+    if "outside" in misbehave:
+        (root.parent / "written-outside-the-worktree.txt").write_text("oops\n")
+    if "switch-branch" in misbehave:
+        subprocess.run(["git", "checkout", "-q", "-b", "agent-elsewhere"], cwd=root, check=False)
+    print(f"done: edited {edited} file(s)")
+    sys.stdout.flush()
+    if "hang" in misbehave:
+        while True:
+            time.sleep(60)
+    return 1 if "fail-after" in misbehave else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

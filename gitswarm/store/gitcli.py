@@ -1,0 +1,58 @@
+"""The git CLI, for what it does better than libgit2 here: worktrees, status, diffs.
+
+Commands run with a pinned environment: no terminal prompts, no pager, no
+inherited GIT_DIR/GIT_WORK_TREE, and an identity for the commits gitswarm
+makes on an agent's behalf.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gitswarm.model.errors import GitswarmError
+
+_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX")
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "gitswarm",
+    "GIT_AUTHOR_EMAIL": "gitswarm@localhost",
+    "GIT_COMMITTER_NAME": "gitswarm",
+    "GIT_COMMITTER_EMAIL": "gitswarm@localhost",
+}
+
+
+class GitCommandError(GitswarmError):
+    """A git command failed; the message carries its last line of stderr."""
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROP}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat", LC_ALL="C")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    input: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> bytes:
+    """Run `git ARGS` in `cwd`; stdout as bytes. Raises GitCommandError when it fails and `check`."""
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True,
+        env=git_env(env),
+    )
+    if check and done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        raise GitCommandError(f"git {args[0]} failed: {lines[-1] if lines else f'exit {done.returncode}'}")
+    return done.stdout

@@ -1,0 +1,142 @@
+"""Delegation worktrees: one branch and one worktree per implement task, outside the user's tree.
+
+    branch    refs/heads/swarm/<job>/<task>
+    worktree  <root>/<job>/<task>      root defaults to <git-common-dir>/gitswarm/worktrees
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.model.artifacts import FileChange
+from gitswarm.store.gitcli import IDENTITY, GitCommandError, git
+
+BRANCH_PREFIX = "swarm/"
+
+
+def branch_name(job: str, task: str) -> str:
+    return f"{BRANCH_PREFIX}{job}/{task}"
+
+
+@dataclass(frozen=True)
+class Worktree:
+    path: Path
+    branch: str  # short name, e.g. swarm/<job>/<task>
+    base: str
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What a worker left: the commit gitswarm made of it and the diff from the base."""
+
+    head: str
+    diff: bytes
+    sha256: str
+    files: tuple[FileChange, ...]
+
+
+class WorktreeViolation(Exception):
+    """The worker broke the rules of its worktree (switched branch, rewrote history below the base)."""
+
+
+class Worktrees:
+    def __init__(self, repo_dir: Path, common_dir: Path, root: Path | None = None) -> None:
+        self.repo_dir = repo_dir
+        self.root = root or common_dir / "gitswarm" / "worktrees"
+
+    def path_for(self, job: str, task: str) -> Path:
+        return self.root / job / task
+
+    def prepare(self, job: str, task: str, base: str, reset: bool) -> Worktree:
+        """The task's worktree on its branch; created from `base`, or reset to it when `reset`.
+
+        Without `reset` an existing worktree is reused as it stands (a repair
+        round continues from the last commit); never silently either way.
+        """
+        path = self.path_for(job, task)
+        branch = branch_name(job, task)
+        if (path / ".git").exists():
+            if reset:
+                git(["checkout", "-q", "-B", branch, base], path)
+                git(["reset", "-q", "--hard", base], path)
+                git(["clean", "-q", "-fd"], path)
+            return Worktree(path, branch, base)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        git(["worktree", "add", "-q", "-B", branch, str(path), base], self.repo_dir)
+        return Worktree(path, branch, base)
+
+    def copy_includes(self, worktree: Worktree, source: Path) -> list[str]:
+        """Copy the files listed in `.gitswarm/worktree-include` (e.g. `.env`) from the user's tree."""
+        listing = source / ".gitswarm" / "worktree-include"
+        if not listing.is_file():
+            return []
+        copied = []
+        for line in listing.read_text().splitlines():
+            name = line.strip()
+            if not name or name.startswith("#"):
+                continue
+            src = (source / name).resolve()
+            if not src.is_file() or not src.is_relative_to(source.resolve()):
+                continue
+            dest = worktree.path / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+            copied.append(name)
+        return copied
+
+    def capture(self, worktree: Worktree, message: str) -> Capture:
+        """Commit whatever the worker left (tracked changes and untracked, not ignored, files)."""
+        path = worktree.path
+        head_ref = git(["symbolic-ref", "-q", "HEAD"], path, check=False).decode().strip()
+        if head_ref != f"refs/heads/{worktree.branch}":
+            raise WorktreeViolation(f"the worker switched its worktree to {head_ref or 'a detached HEAD'}")
+        if not _is_ancestor(path, worktree.base, "HEAD"):
+            raise WorktreeViolation(f"the worker rewrote history below the base {worktree.base[:12]}")
+        git(["add", "-A"], path)
+        if git(["status", "--porcelain"], path).strip():
+            git(["commit", "-q", "--no-verify", "-m", message], path, env=IDENTITY)
+        head = git(["rev-parse", "HEAD"], path).decode().strip()
+        diff = git(["diff", "--binary", "--full-index", worktree.base, head], path)
+        return Capture(head=head, diff=diff, sha256=hashlib.sha256(diff).hexdigest(), files=numstat(path, worktree.base, head))
+
+    def is_clean(self, path: Path) -> bool:
+        return not git(["status", "--porcelain"], path).strip()
+
+    def listing(self) -> list[dict[str, str]]:
+        """Every gitswarm worktree: path, branch and head (from `git worktree list --porcelain`)."""
+        out = git(["worktree", "list", "--porcelain"], self.repo_dir).decode()
+        found = []
+        for block in out.strip().split("\n\n"):
+            fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
+            path = Path(fields.get("worktree", ""))
+            branch = fields.get("branch", "").removeprefix("refs/heads/")
+            if path.is_relative_to(self.root) and branch.startswith(BRANCH_PREFIX):
+                found.append({"path": str(path), "branch": branch, "head": fields.get("HEAD", "")})
+        return found
+
+    def remove(self, path: Path) -> None:
+        """Remove a worktree; refuses (GitCommandError) if it holds changes."""
+        git(["worktree", "remove", str(path)], self.repo_dir)
+
+
+def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
+    try:
+        git(["merge-base", "--is-ancestor", ancestor, descendant], cwd)
+    except GitCommandError:
+        return False
+    return True
+
+
+def numstat(cwd: Path, base: str, head: str) -> tuple[FileChange, ...]:
+    """Files changed base..head with added/deleted line counts (binary files count 0)."""
+    out = git(["diff", "--numstat", "-z", "--no-renames", base, head], cwd).decode(errors="surrogateescape")
+    changes = []
+    for record in out.split("\0"):
+        if not record:
+            continue
+        added, deleted, path = record.split("\t", 2)
+        changes.append(FileChange(path=path, added=int(added) if added != "-" else 0, deleted=int(deleted) if deleted != "-" else 0))
+    return tuple(changes)
