@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,6 +15,7 @@ from gitswarm.cli import render
 from gitswarm.cli.output import Output
 from gitswarm.adapters.process import DEFAULT_OUTPUT_CAP
 from gitswarm.engine import demo as demo_engine
+from gitswarm.engine import patches
 from gitswarm.engine import run as run_engine
 from gitswarm.engine.supervisor import WorkOptions
 from gitswarm.engine.worker import DEFAULT_LEASE_SECONDS, WorkerOptions
@@ -31,6 +33,8 @@ app = typer.Typer(
 )
 index_app = typer.Typer(help="The SQLite index beside the refs.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(index_app, name="index")
+worktrees_app = typer.Typer(help="Delegation worktrees.", rich_markup_mode=None)
+app.add_typer(worktrees_app, name="worktrees")
 
 
 @dataclass
@@ -216,6 +220,90 @@ def recover(ctx: typer.Context) -> None:
     c = _ctx(ctx)
     data = c.swarm().recover()
     c.output.result(data, lambda d: f"requeued {len(d['expired'])} expired leases" + "".join(f"\n  {t}" for t in d["expired"]))
+
+
+@app.command()
+def delegate(
+    ctx: typer.Context,
+    instruction: Annotated[str, typer.Argument(help="What the agent should do.")],
+    adapter: Annotated[str, typer.Option("--adapter", help="The agent to delegate to.")],
+    check: Annotated[list[str], typer.Option("--check", help="A command that must pass on the patch; repeatable.")] = [],
+    base: Annotated[Optional[str], typer.Option("--base", help="Branch from this commit (default: the checked-out tip).")] = None,
+    lease: LeaseOption = DEFAULT_LEASE_SECONDS,
+) -> None:
+    """Hand one change to an agent in its own branch and worktree; exit 0 iff the patch was verified."""
+    from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
+
+    c = _ctx(ctx)
+    options = _work_options(1, lease, DEFAULT_OUTPUT_CAP)
+    with progress_sink(c.output.json_mode) as sink:
+        data = patches.delegate(c.swarm(), instruction, adapter, list(check), base, options, sink)
+    if c.output.json_mode:
+        c.output.result(data, str)
+    else:
+        print_markdown(data["summary"]["text"])
+    if data["status"] != "succeeded":
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def diff(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH", help="Patch artifact id or prefix.")]) -> None:
+    """Print a patch's diff (binary-safe, applies with git apply)."""
+    c = _ctx(ctx)
+    data = patches.patch_diff(c.swarm(), patch)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(data.decode(errors="replace"))
+
+
+@app.command()
+def verify(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH", help="Patch artifact id or prefix.")]) -> None:
+    """Re-run a patch's verification now, on a clean checkout; exit 0 iff accepted."""
+    c = _ctx(ctx)
+    data = patches.verify_now(c.swarm(), patch)
+    c.output.result(data, lambda d: f"{d['patch'][:12]} at {d['head'][:12]}: {d['verdict']} ({'accepted' if d['accepted'] else 'rejected'})")
+    if not data["accepted"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def merge(
+    ctx: typer.Context,
+    patch: Annotated[str, typer.Argument(metavar="PATCH", help="Patch artifact id or prefix.")],
+    into: Annotated[Optional[str], typer.Option("--into", help="Target branch (default: the branch the job started from).")] = None,
+    squash: Annotated[bool, typer.Option("--squash", help="One new commit on the target.")] = False,
+    rebase: Annotated[bool, typer.Option("--rebase", help="Linear history: fast-forward, else one commit on the target.")] = False,
+    merge_commit: Annotated[bool, typer.Option("--merge", help="A merge commit when the target moved (the default).")] = False,
+    no_recheck: Annotated[bool, typer.Option("--no-recheck", help="Do not re-run the checks on a merged tree.")] = False,
+) -> None:
+    """Merge a patch verified for its exact head; exit 1 on conflicts or failed rechecks, nothing changed."""
+    if squash + rebase + merge_commit > 1:
+        raise BadInput("choose one of --squash, --rebase, --merge")
+    mode = "squash" if squash else "rebase" if rebase else "merge"
+    c = _ctx(ctx)
+    data = patches.merge(c.swarm(), patch, into, mode, no_recheck)
+    c.output.result(data, lambda d: f"merged {d['patch'][:12]} into {d['into']}: {d['old'][:12]} -> {d['new'][:12]}")
+
+
+@worktrees_app.command("list")
+def worktrees_list(ctx: typer.Context) -> None:
+    """gitswarm's worktrees: branch, task state, clean or not."""
+    c = _ctx(ctx)
+    c.output.result(
+        patches.worktree_list(c.swarm()),
+        lambda d: render.table(
+            ("BRANCH", "STATE", "CLEAN", "PATH"), [(w["branch"], w["state"], "yes" if w["clean"] else "NO", w["path"]) for w in d["worktrees"]]
+        ) if d["worktrees"] else "no worktrees",
+    )
+
+
+@worktrees_app.command("gc")
+def worktrees_gc(ctx: typer.Context) -> None:
+    """Remove clean worktrees whose branch was merged or whose task was cancelled."""
+    c = _ctx(ctx)
+    c.output.result(
+        patches.worktree_gc(c.swarm()),
+        lambda d: "\n".join([f"removed {r['path']} ({r['why']})" for r in d["removed"]] + [f"kept {k['path']} ({k['why']})" for k in d["kept"]]) or "nothing to remove",
+    )
 
 
 @index_app.command("rebuild")

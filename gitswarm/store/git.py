@@ -213,6 +213,19 @@ class PygitRepo:
             return None
         return self.repo.head.name
 
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        return self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
+
+    def merge_in_memory(self, ours: str, theirs: str) -> tuple[str | None, list[str]]:
+        """Three-way merge of two commits without touching any tree: (tree, []) or (None, conflicting paths)."""
+        index = self.repo.merge_commits(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs))
+        if index.conflicts is not None:
+            paths = sorted({(entry or other or third).path for entry, other, third in index.conflicts})
+            return None, paths
+        return str(index.write_tree(self.repo)), []
+
     def merge_base(self, a: str, b: str) -> str | None:
         base = self.repo.merge_base(pygit2.Oid(hex=a), pygit2.Oid(hex=b))
         return None if base is None else str(base)

@@ -58,6 +58,11 @@ class GitRepo(Protocol):
 
     def merge_base(self, a: str, b: str) -> str | None: ...
 
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool: ...
+
+    def merge_in_memory(self, ours: str, theirs: str) -> tuple[str | None, list[str]]:
+        """Three-way merge of two commits in memory: (tree, []) or (None, conflicting paths)."""
+
     def resolve(self, rev: str) -> str | None:
         """The commit `rev` names, or None."""
 

@@ -1,0 +1,142 @@
+"""`gitswarm merge`: only a patch verified for its exact head SHA reaches a branch.
+
+If the target moved since the patch's base, the three-way merge is done in
+memory first: conflicts change nothing and are listed; a clean merge has its
+checks run again on the merged tree before the target moves (unless told
+not to). The target ref moves by compare-and-swap, merges into one
+repository are serialized, and a worktree that has the target checked out is
+updated if clean; a dirty one makes the merge refuse.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Literal
+
+from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
+from gitswarm.adapters.process import ProcessResult
+from gitswarm.engine.verify import clean_checkout, drop_checkout, run_checks
+from gitswarm.model.artifacts import Decision, Patch, Verdict
+from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.store.gitcli import git
+from gitswarm.store.gitrepo import GitRepo
+from gitswarm.store.jobs import Snapshot
+
+Mode = Literal["merge", "squash", "rebase"]
+Runner = Callable[[Invocation], ProcessResult]
+WHO = ("gitswarm", "gitswarm@localhost")
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    patch_id: str
+    patch: Patch
+    target: str  # full ref name
+    old: str
+    new: str
+    fast_forward: bool
+
+
+def accepted_verdict(snapshot: Snapshot, task_id: str, patch: Patch) -> Verdict | None:
+    """The latest accepted verdict that judged exactly this patch's head."""
+    found = None
+    for artifact_id in snapshot.task(task_id).artifacts:
+        artifact = snapshot.artifact(artifact_id)
+        if isinstance(artifact, Verdict) and artifact.head == patch.head:
+            found = artifact
+    return found if found is not None and found.accepted else None
+
+
+@contextmanager
+def merge_lock(common_dir: Path) -> Iterator[None]:
+    """Merges into one repository go one at a time."""
+    path = common_dir / "gitswarm" / "merge.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def target_worktree(repo_dir: Path, target: str) -> Path | None:
+    """The worktree that has `target` checked out, if any."""
+    out = git(["worktree", "list", "--porcelain"], repo_dir).decode()
+    for block in out.strip().split("\n\n"):
+        fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
+        if fields.get("branch") == target:
+            return Path(fields["worktree"])
+    return None
+
+
+def plan_merge(repo: GitRepo, patch: Patch, patch_id: str, branch_tip: str | None, target: str, mode: Mode) -> MergePlan:
+    """Decide the new target commit, in memory; WorkFailed on a conflict."""
+    if branch_tip is not None and branch_tip != patch.head:
+        raise WorkFailed(f"the patch's branch moved to {branch_tip[:12]} after {patch.head[:12]} was verified; verify again")
+    old = repo.resolve(target)
+    if old is None:
+        raise BadInput(f"--into: no branch {target.removeprefix('refs/heads/')}")
+    if repo.is_ancestor(patch.head, old):
+        raise WorkFailed(f"{target.removeprefix('refs/heads/')} already contains {patch.head[:12]}")
+    head_tree = repo.commit_info(patch.head).tree
+    message = f"gitswarm: {patch.job}/{patch.task} (patch {patch_id[:12]})\n\nBase {patch.base}\nHead {patch.head}\n"
+    if repo.is_ancestor(old, patch.head):
+        if mode == "squash":
+            return MergePlan(patch_id, patch, target, old, repo.commit(head_tree, [old], message, WHO, patch.created), True)
+        return MergePlan(patch_id, patch, target, old, patch.head, True)
+    tree, conflicts = repo.merge_in_memory(old, patch.head)
+    if tree is None:
+        raise ConflictError(conflicts)
+    parents = [old, patch.head] if mode == "merge" else [old]
+    return MergePlan(patch_id, patch, target, old, repo.commit(tree, parents, message, WHO, patch.created), False)
+
+
+class ConflictError(WorkFailed):
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(f"conflicts in {len(paths)} file(s): {', '.join(paths)}")
+        self.paths = paths
+
+
+def recheck(
+    repo_dir: Path, root: Path, plan: MergePlan, checks: tuple[str, ...], ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float]
+) -> list:
+    checkout = clean_checkout(repo_dir, root, plan.new)
+    try:
+        return run_checks(checks, checkout, ctx, timeout, run, store, now)
+    finally:
+        drop_checkout(repo_dir, checkout)
+
+
+def apply_merge(repo: GitRepo, repo_dir: Path, plan: MergePlan, checked_out: Path | None) -> None:
+    """Move the target by CAS, then bring a clean worktree that has it checked out along."""
+    repo.cas_ref(plan.target, plan.new, plan.old, f"gitswarm: merge patch {plan.patch_id[:12]}")
+    if checked_out is not None:
+        git(["read-tree", "-m", "-u", plan.old, plan.new], checked_out)
+
+
+def merged_decision(plan: MergePlan, now: float) -> Decision:
+    return Decision(
+        job=plan.patch.job,
+        task=plan.patch.task,
+        created=now,
+        producer="gitswarm",
+        title=f"merged patch {plan.patch_id[:12]} into {plan.target.removeprefix('refs/heads/')}",
+        rationale=f"{plan.old} -> {plan.new}; head {plan.patch.head}",
+    )
+
+
+def conflict_decision(patch: Patch, patch_id: str, target: str, paths: list[str], now: float) -> Decision:
+    return Decision(
+        job=patch.job,
+        task=patch.task,
+        created=now,
+        producer="gitswarm",
+        title=f"conflicted: patch {patch_id[:12]} does not merge into {target.removeprefix('refs/heads/')}",
+        rationale="conflicting files: " + ", ".join(paths),
+    )

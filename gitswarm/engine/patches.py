@@ -1,0 +1,178 @@
+"""What `diff`, `verify`, `merge`, `delegate` and `worktrees` do with patches and worktrees."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from gitswarm.adapters.base import Invocation, RunContext
+from gitswarm.adapters.process import ProcessResult, run_process
+from gitswarm.engine.merge import (
+    ConflictError,
+    Mode,
+    accepted_verdict,
+    apply_merge,
+    conflict_decision,
+    merge_lock,
+    merged_decision,
+    plan_merge,
+    recheck,
+    target_worktree,
+)
+from gitswarm.engine.run import work
+from gitswarm.engine.supervisor import EventSink, WorkOptions
+from gitswarm.engine.swarm import Swarm
+from gitswarm.engine.verify import verify
+from gitswarm.model.artifacts import BlobRef, Decision, Patch
+from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.store.gitcli import git
+from gitswarm.store.jobs import Snapshot
+from gitswarm.store.worktrees import Worktrees, branch_name
+
+
+def run_plain(invocation: Invocation) -> ProcessResult:
+    return run_process(invocation.argv, cwd=invocation.cwd, env=invocation.env, stdin=invocation.stdin, timeout=invocation.timeout)
+
+
+def worktrees_of(swarm: Swarm) -> Worktrees:
+    return Worktrees(swarm.repo.workdir or swarm.repo.common_dir, swarm.repo.common_dir)
+
+
+def find_patch(swarm: Swarm, prefix: str) -> tuple[str, Patch, Snapshot]:
+    found = swarm.artifact(prefix)
+    if found["record"].get("kind") != "patch":
+        raise BadInput(f"artifact {found['id'][:12]} is a {found['record'].get('kind')}, not a patch")
+    snapshot = swarm.refs.snapshot(found["job"], swarm.index.job_tip(found["job"]))
+    patch = snapshot.artifact(found["id"])
+    assert isinstance(patch, Patch)
+    return found["id"], patch, snapshot
+
+
+def patch_diff(swarm: Swarm, prefix: str) -> bytes:
+    _, patch, _ = find_patch(swarm, prefix)
+    return swarm.repo.read_blob(patch.diff.oid)
+
+
+def _store(swarm: Swarm):
+    def store(data: bytes, dropped: int) -> BlobRef:
+        return BlobRef(oid=swarm.repo.write_blob(data), size=len(data) + dropped, truncated=dropped)
+
+    return store
+
+
+def verify_now(swarm: Swarm, prefix: str) -> dict:
+    """Run the patch's verification again now; the verdict and checks are recorded on its task."""
+    patch_id, patch, snapshot = find_patch(swarm, prefix)
+    spec = snapshot.task(patch.task).spec
+    auditor = swarm.adapters.get(spec.auditor) if spec.auditor else None
+    repo_dir = swarm.repo.workdir or swarm.repo.common_dir
+    ctx = RunContext(patch.job, patch.task, patch.attempt, repo_dir, os.environ)
+    result = verify(swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor)
+    swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
+    verdict = result.verdict
+    return {
+        "patch": patch_id,
+        "head": patch.head,
+        "accepted": verdict.accepted,
+        "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+        "checks": [{"command": c.command, "exit_code": c.exit_code, "passed": c.passed} for c in result.checks],
+    }
+
+
+def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: bool) -> dict:
+    patch_id, patch, snapshot = find_patch(swarm, prefix)
+    if accepted_verdict(snapshot, patch.task, patch) is None:
+        raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]}; run gitswarm verify")
+    target = f"refs/heads/{into}" if into else (snapshot.job.base_ref or swarm.repo.head_branch())
+    if target is None:
+        raise BadInput("no branch to merge into: pass --into BRANCH")
+    repo_dir = swarm.repo.workdir or swarm.repo.common_dir
+    with merge_lock(swarm.repo.common_dir):
+        checked_out = target_worktree(repo_dir, target)
+        if checked_out is not None and git(["status", "--porcelain", "--untracked-files=no"], checked_out).strip():
+            raise WorkFailed(f"{checked_out} has {target.removeprefix('refs/heads/')} checked out with uncommitted changes")
+        branch_tip = swarm.repo.resolve(f"refs/heads/{branch_name(patch.job, patch.task)}")
+        try:
+            plan = plan_merge(swarm.repo, patch, patch_id, branch_tip, target, mode)
+        except ConflictError as exc:
+            swarm.ledger.record_artifacts(
+                patch.job, patch.task, [conflict_decision(patch, patch_id, target, exc.paths, swarm.clock())], swarm.clock()
+            )
+            raise
+        spec = snapshot.task(patch.task).spec
+        if not plan.fast_forward and not no_recheck and spec.checks:
+            ctx = RunContext(patch.job, patch.task, patch.attempt, repo_dir, os.environ)
+            checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, _store(swarm), swarm.clock)
+            swarm.ledger.record_artifacts(patch.job, patch.task, checks, swarm.clock())
+            failed = [c.command for c in checks if not c.passed]
+            if failed:
+                raise WorkFailed(f"checks failed on the merged tree: {', '.join(map(str, failed))}; nothing merged")
+        apply_merge(swarm.repo, repo_dir, plan, checked_out)
+    swarm.ledger.record_artifacts(patch.job, patch.task, [merged_decision(plan, swarm.clock())], swarm.clock())
+    return {"patch": patch_id, "into": target.removeprefix("refs/heads/"), "old": plan.old, "new": plan.new, "fast_forward": plan.fast_forward}
+
+
+def worktree_list(swarm: Swarm) -> dict:
+    trees = worktrees_of(swarm)
+    out = []
+    for entry in trees.listing():
+        _, job, task = entry["branch"].split("/", 2)
+        state = next((t["state"] for t in swarm.index.tasks(job) if t["id"] == task), None) if job in swarm.index.job_ids() else None
+        out.append({**entry, "job": job, "task": task, "state": state, "clean": trees.is_clean(Path(entry["path"]))})
+    return {"worktrees": out}
+
+
+def worktree_gc(swarm: Swarm) -> dict:
+    """Remove worktrees whose branch was merged or whose task was cancelled, and only clean ones."""
+    trees = worktrees_of(swarm)
+    removed, kept = [], []
+    for entry in worktree_list(swarm)["worktrees"]:
+        reason = _gc_reason(swarm, entry)
+        if reason is None or not entry["clean"]:
+            kept.append({"path": entry["path"], "why": "holds uncommitted work" if reason else "not merged, task not cancelled"})
+            continue
+        trees.remove(Path(entry["path"]))
+        removed.append({"path": entry["path"], "why": reason})
+    git(["worktree", "prune"], swarm.repo.workdir or swarm.repo.common_dir, check=False)
+    return {"removed": removed, "kept": kept}
+
+
+def _gc_reason(swarm: Swarm, entry: dict) -> str | None:
+    if entry["state"] == "cancelled":
+        return "task cancelled"
+    if entry["job"] not in swarm.index.job_ids():
+        return None
+    snapshot = swarm.refs.snapshot(entry["job"], swarm.index.job_tip(entry["job"]))
+    for artifact_id in snapshot.task(entry["task"]).artifacts:
+        artifact = snapshot.artifact(artifact_id)
+        if isinstance(artifact, Decision) and artifact.title.startswith("merged patch") and artifact.rationale.endswith(
+            f"head {entry['head']}"
+        ):
+            return "branch merged"
+    return None
+
+
+def delegation_spec(instruction: str, adapter: str, checks: list[str], base: str | None) -> str:
+    """The one-task job spec of `gitswarm delegate` (JSON strings are valid TOML strings)."""
+    lines = [f"goal = {json.dumps(instruction.strip().splitlines()[0] if instruction.strip() else instruction)}"]
+    if base is not None:
+        lines.append(f"base = {json.dumps(base)}")
+    lines += [
+        "[[tasks]]",
+        'id = "delegate"',
+        'mode = "implement"',
+        f"adapter = {json.dumps(adapter)}",
+        f"prompt = {json.dumps(instruction)}",
+        f"checks = {json.dumps(checks)}",
+        "max_attempts = 1",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def delegate(swarm: Swarm, instruction: str, adapter: str, checks: list[str], base: str | None, options: WorkOptions, on_event: EventSink) -> dict:
+    """One implement task as its own job, worked to the end; the job's summary view."""
+    job_id = swarm.submit_text(delegation_spec(instruction, adapter, checks, base), "delegate")
+    on_event({"event": "submitted", "job": job_id})
+    work(swarm, WorkOptions(workers=1, job=job_id, worker=options.worker), on_event)
+    return swarm.show(job_id)
