@@ -336,5 +336,6 @@ def demo(ctx: typer.Context) -> None:
         c.output.result(data, str)
     else:
         print_markdown(data["summary"]["text"])
-    if data["status"] != "succeeded":
+        print(render.demo_story(data["demo"]))
+    if not demo_engine.demo_went_as_designed(data):
         raise typer.Exit(EXIT_FAILED)

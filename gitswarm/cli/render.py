@@ -67,3 +67,18 @@ def changed(data: dict) -> str:
 def doctor(data: dict) -> str:
     lines = [f"{'ok ' if c['ok'] else 'BAD'}  {c['name']}: {c['detail']}" for c in data["checks"]]
     return "\n".join(lines)
+
+
+def demo_story(story: dict) -> str:
+    lines = [f"demo repository: {story['repository']}"]
+    merged = story.get("merged")
+    if merged:
+        lines.append(
+            f"fix-add: its patch {merged['patch'][:12]} passed the check on a clean checkout,"
+            f" so gitswarm merged it into {merged['into']} ({merged['old'][:10]} -> {merged['new'][:10]})."
+        )
+    rejected = story.get("rejected")
+    if rejected:
+        lines.append(f"break-add: {rejected['state']}: {rejected['why']}")
+        lines.append("  the agent said it was done, but the check failed on its patch, so nothing of it was merged.")
+    return "\n".join(lines)

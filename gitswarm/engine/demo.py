@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
 import tempfile
 from pathlib import Path
 
+from gitswarm.engine.patches import merge
 from gitswarm.engine.run import run
 from gitswarm.engine.supervisor import EventSink, WorkOptions
 from gitswarm.engine.swarm import Swarm
 from gitswarm.store.git import init_repo
+from gitswarm.store.gitcli import IDENTITY, git
 
 DEMO_SPEC = """\
 goal = "Check a tiny project"
@@ -36,21 +41,69 @@ depends_on = ["lint"]
 id = "report"
 command = "ls build"
 depends_on = ["test", "build"]
+
+# Two delegations to a scripted stand-in for a coding agent, each in its own
+# branch and worktree. gitswarm, not the agent, decides: it runs the check on
+# a clean checkout of what the agent left.
+[[tasks]]
+id = "fix-add"
+mode = "implement"
+adapter = "scripted"
+prompt = "edit calc.py: replace a - b with a + b"
+checks = ["{python} test_calc.py"]
+
+[[tasks]]
+id = "break-add"
+mode = "implement"
+adapter = "scripted"
+prompt = "edit calc.py: replace a - b with a * b"
+checks = ["{python} test_calc.py"]
+repair_rounds = 1
+max_attempts = 1
 """
+
+CALC = "def add(a, b):\n    return a - b\n"
+TEST_CALC = "from calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) gave {add(2, 3)}'\n"
 
 
 def make_demo_repo(root: Path | None = None) -> Path:
-    """A new repository with one file and the demo job spec in it."""
+    """A new repository with a small buggy project, the scripted agent's adapter spec and the job spec."""
     path = Path(tempfile.mkdtemp(prefix="gitswarm-demo-", dir=root))
     init_repo(path)
     (path / "README.md").write_text("# demo project\n")
-    (path / "job.toml").write_text(DEMO_SPEC)
+    (path / "calc.py").write_text(CALC)
+    (path / "test_calc.py").write_text(TEST_CALC)
+    (path / ".gitignore").write_text("build/\n.tried\n__pycache__/\njob.toml\n")
+    adapters = path / ".gitswarm" / "adapters"
+    adapters.mkdir(parents=True)
+    (adapters / "scripted.toml").write_text(
+        f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
+    )
+    git(["add", "-A"], path)
+    git(["commit", "-q", "-m", "A tiny project with a bug"], path, env=IDENTITY)
+    (path / "job.toml").write_text(DEMO_SPEC.replace("{python}", shlex.quote(sys.executable)))
     return path
 
 
 def run_demo(on_event: EventSink, root: Path | None = None) -> dict:
-    """Make the demo repository and run its job to the end with two workers."""
+    """Run the demo job with two workers, then merge the verified patch and explain the rejected one."""
     path = make_demo_repo(root)
     swarm = Swarm(path)
     on_event({"event": "demo", "repository": str(path)})
-    return run(swarm, path / "job.toml", WorkOptions(workers=2), on_event)
+    view = run(swarm, path / "job.toml", WorkOptions(workers=2), on_event)
+    story = {"repository": str(path)}
+    for artifact in view["artifacts"]:
+        if artifact["kind"] == "patch" and artifact["task"] == "fix-add":
+            story["merged"] = merge(swarm, artifact["id"], None, "merge", no_recheck=False)
+    rejected = next((t for t in view["tasks"] if t["id"] == "break-add"), None)
+    story["rejected"] = {"task": "break-add", "state": rejected["state"], "why": rejected["error"]} if rejected else None
+    on_event({"event": "demo_done", **story})
+    return {**view, "demo": story}
+
+
+def demo_went_as_designed(data: dict) -> bool:
+    """Every shell task succeeded, fix-add was merged and break-add was rejected."""
+    states = {t["id"]: t["state"] for t in data["tasks"]}
+    rejected = data["demo"].get("rejected") or {}
+    shell_ok = all(states[t] == "succeeded" for t in ("lint", "test", "build", "report", "fix-add"))
+    return shell_ok and "merged" in data["demo"] and rejected.get("state") == "failed"

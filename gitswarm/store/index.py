@@ -130,6 +130,10 @@ class Index:
             db = self._open()
             version = db.execute("PRAGMA user_version").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'jobs'").fetchone()[0]
+            if version == INDEX_FORMAT and tables:
+                # A full scan of each table (a few ms): damage past the header shows here, not mid-command.
+                for table in ("jobs", "tasks", "leases", "artifacts"):
+                    db.execute(f"SELECT count(*) FROM {table} NOT INDEXED").fetchone()
         except sqlite3.DatabaseError:
             self._remove_files()
             db, version, tables = self._open(), 0, 0

@@ -135,24 +135,29 @@ def test_dash_c_resolves_relative_arguments_like_git_dash_c(repo: Path, tmp_path
 
 
 def test_demo(tmp_path: Path, child_env: dict[str, str]) -> None:
-    """A throwaway repository, a small job run to the end, its summary table on stdout."""
+    """A throwaway repository, a small job run to the end, its summary table on stdout,
+    one delegation verified and merged, one rejected, and why."""
     result = gitswarm_(tmp_path, child_env, "demo")
     assert result.code == 0, result.out + result.err
     lines = result.out.splitlines()
     assert lines[0] == "# Check a tiny project"
     (headline,) = [line for line in lines if line.startswith("Job `")]
-    assert "**succeeded**" in headline
+    assert "**failed**" in headline  # break-add is rejected on purpose
     job_id = headline.split("`")[1]
     table = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if line.startswith("|")]
     assert table[0][:3] == ["task", "state", "attempts"]
     rows = {row[0]: row for row in table[2:]}
-    assert sorted(rows) == ["build", "lint", "report", "test"]
-    assert {row[1] for row in rows.values()} == {"succeeded"}
+    assert sorted(rows) == ["break-add", "build", "fix-add", "lint", "report", "test"]
+    assert {row[1] for name, row in rows.items() if name != "break-add"} == {"succeeded"}
+    assert rows["break-add"][1] == "failed" and "rejected" in rows["break-add"][4]
+    assert any(line.startswith("fix-add: its patch") and "merged it into main" in line for line in lines)
+    assert any(line.startswith("break-add: failed: rejected") for line in lines)
     # Not a terminal: progress goes to stderr as JSON lines; the first names the repository, under TMPDIR.
     events = [json.loads(line) for line in result.err.splitlines()]
     assert all("event" in e for e in events)
     assert events[0]["event"] == "demo"
-    assert events[-1]["event"] == "done" and events[-1]["job"] == job_id
+    assert events[-1]["event"] == "demo_done" and events[-1]["merged"]["into"] == "main"
+    assert any(e["event"] == "done" and e["job"] == job_id for e in events)
     demo_repo = Path(events[0]["repository"])
     assert demo_repo.is_relative_to(Path(child_env["TMPDIR"]))
     assert f"refs/swarm/jobs/{job_id}" in swarm_refs(demo_repo)
