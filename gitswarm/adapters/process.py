@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+from gitswarm.model.limits import DEFAULT_OUTPUT_CAP
+
 GRACE_SECONDS = 2.0
 TICK_SECONDS = 0.1
 _CHUNK = 65536

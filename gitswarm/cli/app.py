@@ -6,22 +6,23 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from gitswarm import __version__
 from gitswarm.cli import render
 from gitswarm.cli.output import Output
-from gitswarm.adapters.process import DEFAULT_OUTPUT_CAP
-from gitswarm.engine import demo as demo_engine
-from gitswarm.engine import patches
-from gitswarm.engine import run as run_engine
-from gitswarm.engine.supervisor import WorkOptions
-from gitswarm.engine.worker import DEFAULT_LEASE_SECONDS, WorkerOptions
-from gitswarm.engine.doctor import diagnose
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import EXIT_FAILED, BadInput
+from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
+
+if TYPE_CHECKING:
+    from gitswarm.engine.supervisor import WorkOptions
+
+# Commands that supervise workers, run agents or render progress import their
+# engine modules (multiprocessing, rich, worktrees, ...) when they run: every
+# other command, `status` first, must not pay for them at start-up.
 
 app = typer.Typer(
     name="gitswarm",
@@ -116,6 +117,9 @@ def show(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or 
 
 
 def _work_options(jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False) -> WorkOptions:
+    from gitswarm.engine.supervisor import WorkOptions  # deferred: see the note at the imports
+    from gitswarm.engine.worker import WorkerOptions
+
     if jobs < 1:
         raise BadInput("-j: must be at least 1")
     if lease <= 0:
@@ -138,6 +142,8 @@ def run(
 ) -> None:
     """Submit a job, work it to the end, print its summary; exit 0 iff every task succeeded."""
     from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
+
+    from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     options = _work_options(jobs, lease, output_cap)
@@ -163,6 +169,8 @@ def work(
 ) -> None:
     """Run workers on queued tasks (until the job is done, or with --until-idle the queue; else until Ctrl-C)."""
     from gitswarm.cli.progress import progress_sink  # rich is slow to import; only here
+
+    from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     swarm = c.swarm()
@@ -234,6 +242,8 @@ def delegate(
     """Hand one change to an agent in its own branch and worktree; exit 0 iff the patch was verified."""
     from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
 
+    from gitswarm.engine import patches  # deferred: see the note at the imports
+
     c = _ctx(ctx)
     options = _work_options(1, lease, DEFAULT_OUTPUT_CAP)
     with progress_sink(c.output.json_mode) as sink:
@@ -249,6 +259,8 @@ def delegate(
 @app.command()
 def diff(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH", help="Patch artifact id or prefix.")]) -> None:
     """Print a patch's diff (binary-safe, applies with git apply)."""
+    from gitswarm.engine import patches  # deferred: see the note at the imports
+
     c = _ctx(ctx)
     data = patches.patch_diff(c.swarm(), patch)
     sys.stdout.flush()
@@ -258,6 +270,8 @@ def diff(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH
 @app.command()
 def verify(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH", help="Patch artifact id or prefix.")]) -> None:
     """Re-run a patch's verification now, on a clean checkout; exit 0 iff accepted."""
+    from gitswarm.engine import patches  # deferred: see the note at the imports
+
     c = _ctx(ctx)
     data = patches.verify_now(c.swarm(), patch)
     c.output.result(data, lambda d: f"{d['patch'][:12]} at {d['head'][:12]}: {d['verdict']} ({'accepted' if d['accepted'] else 'rejected'})")
@@ -279,6 +293,8 @@ def merge(
     if squash + rebase + merge_commit > 1:
         raise BadInput("choose one of --squash, --rebase, --merge")
     mode = "squash" if squash else "rebase" if rebase else "merge"
+    from gitswarm.engine import patches  # deferred: see the note at the imports
+
     c = _ctx(ctx)
     data = patches.merge(c.swarm(), patch, into, mode, no_recheck)
     c.output.result(data, lambda d: f"merged {d['patch'][:12]} into {d['into']}: {d['old'][:12]} -> {d['new'][:12]}")
@@ -287,6 +303,8 @@ def merge(
 @worktrees_app.command("list")
 def worktrees_list(ctx: typer.Context) -> None:
     """gitswarm's worktrees: branch, task state, clean or not."""
+    from gitswarm.engine import patches  # deferred: see the note at the imports
+
     c = _ctx(ctx)
     c.output.result(
         patches.worktree_list(c.swarm()),
@@ -299,6 +317,8 @@ def worktrees_list(ctx: typer.Context) -> None:
 @worktrees_app.command("gc")
 def worktrees_gc(ctx: typer.Context) -> None:
     """Remove clean worktrees whose branch was merged or whose task was cancelled."""
+    from gitswarm.engine import patches  # deferred: see the note at the imports
+
     c = _ctx(ctx)
     c.output.result(
         patches.worktree_gc(c.swarm()),
@@ -317,6 +337,8 @@ def index_rebuild(ctx: typer.Context) -> None:
 @app.command()
 def doctor(ctx: typer.Context) -> None:
     """Check the repository, the index and every job's records."""
+    from gitswarm.engine.doctor import diagnose  # deferred: see the note at the imports
+
     c = _ctx(ctx)
     data = diagnose(c.swarm())
     c.output.result(data, render.doctor)
@@ -328,6 +350,8 @@ def doctor(ctx: typer.Context) -> None:
 def demo(ctx: typer.Context) -> None:
     """Run a small job of shell tasks in a throwaway repository and print its summary."""
     from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
+
+    from gitswarm.engine import demo as demo_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     with progress_sink(c.output.json_mode) as sink:

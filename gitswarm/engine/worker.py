@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.adapters.base import Invocation, Outcome, RunContext
-from gitswarm.adapters.process import DEFAULT_OUTPUT_CAP, ProcessResult, run_process
+from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
 from gitswarm.engine.delegation import Delegation
 from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, LeaseLost
+from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 from gitswarm.store.gitcli import GitCommandError
 from gitswarm.store.ledger import Lease, Ledger
 from gitswarm.store.worktrees import Worktrees
 
-DEFAULT_LEASE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.25
 
 
