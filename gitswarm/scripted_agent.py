@@ -11,7 +11,7 @@ It makes the edits the prompt describes, one per line:
 and it can be told to misbehave, like real agents sometimes do:
 
     misbehave: no-edit         claim success without editing anything
-    misbehave: outside         also write a file outside its worktree
+    misbehave: outside         also write a file into the main working tree of the repository
     misbehave: fail-after      make the edits, then exit 1
     misbehave: hang            make the edits, then never exit
     misbehave: switch-branch   check out another branch after editing
@@ -65,7 +65,10 @@ def main(argv: list[str]) -> int:
     root = Path.cwd()
     edited, misbehave = apply(argv[-1], root)
     if "outside" in misbehave:
-        (root.parent / "written-outside-the-worktree.txt").write_text("oops\n")
+        common = subprocess.run(
+            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        (Path(common).parent / "written-outside-the-worktree.txt").write_text("oops\n")
     if "switch-branch" in misbehave:
         subprocess.run(["git", "checkout", "-q", "-b", "agent-elsewhere"], cwd=root, check=False)
     print(f"done: edited {edited} file(s)")

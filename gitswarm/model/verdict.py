@@ -47,17 +47,18 @@ def from_checks(results: dict[str, bool]) -> Judgement:
 
 
 def _last_json_object(text: str) -> dict | None:
+    """The last top-level JSON object in `text` (objects nested in it do not count)."""
     decoder = json.JSONDecoder()
-    found = None
-    for start, char in enumerate(text):
-        if char != "{":
-            continue
+    found, start = None, text.find("{")
+    while start != -1:
         try:
-            value, _ = decoder.raw_decode(text[start:])
+            value, end = decoder.raw_decode(text, start)
         except json.JSONDecodeError:
+            start = text.find("{", start + 1)
             continue
         if isinstance(value, dict):
             found = value
+        start = text.find("{", end)
     return found
 
 
