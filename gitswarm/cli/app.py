@@ -87,7 +87,10 @@ def init(ctx: typer.Context) -> None:
 def submit(ctx: typer.Context, spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")]) -> None:
     """Create a job from SPEC and print its id."""
     c = _ctx(ctx)
-    job_id = c.swarm().submit_file(spec)
+    swarm = c.swarm()
+    job_id = swarm.submit_file(spec)
+    for notice in swarm.notices:
+        c.output.info(f"gitswarm: note: {notice}")
     c.output.result({"id": job_id}, lambda d: d["id"])
 
 
@@ -288,6 +291,7 @@ def merge(
     rebase: Annotated[bool, typer.Option("--rebase", help="Linear history: fast-forward, else one commit on the target.")] = False,
     merge_commit: Annotated[bool, typer.Option("--merge", help="A merge commit when the target moved (the default).")] = False,
     no_recheck: Annotated[bool, typer.Option("--no-recheck", help="Do not re-run the checks on a merged tree.")] = False,
+    repair: Annotated[bool, typer.Option("--repair", help="On conflicts, queue a job that redoes the change on the target.")] = False,
 ) -> None:
     """Merge a patch verified for its exact head; exit 1 on conflicts or failed rechecks, nothing changed."""
     if squash + rebase + merge_commit > 1:
@@ -296,7 +300,7 @@ def merge(
     from gitswarm.engine import patches  # deferred: see the note at the imports
 
     c = _ctx(ctx)
-    data = patches.merge(c.swarm(), patch, into, mode, no_recheck)
+    data = patches.merge(c.swarm(), patch, into, mode, no_recheck, repair)
     c.output.result(data, lambda d: f"merged {d['patch'][:12]} into {d['into']}: {d['old'][:12]} -> {d['new'][:12]}")
 
 

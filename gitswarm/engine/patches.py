@@ -80,7 +80,7 @@ def verify_now(swarm: Swarm, prefix: str) -> dict:
     }
 
 
-def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: bool) -> dict:
+def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: bool, repair: bool = False) -> dict:
     patch_id, patch, snapshot = find_patch(swarm, prefix)
     if accepted_verdict(snapshot, patch.task, patch) is None:
         raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]}; run gitswarm verify")
@@ -99,6 +99,9 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
             swarm.ledger.record_artifacts(
                 patch.job, patch.task, [conflict_decision(patch, patch_id, target, exc.paths, swarm.clock())], swarm.clock()
             )
+            if repair:
+                job_id = queue_repair(swarm, snapshot, patch, target, exc.paths)
+                raise WorkFailed(f"{exc}; queued repair job {job_id} (run gitswarm work)") from None
             raise
         spec = snapshot.task(patch.task).spec
         if not plan.fast_forward and not no_recheck and spec.checks:
@@ -111,6 +114,17 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         apply_merge(swarm.repo, repo_dir, plan, checked_out)
     swarm.ledger.record_artifacts(patch.job, patch.task, [merged_decision(plan, swarm.clock())], swarm.clock())
     return {"patch": patch_id, "into": target.removeprefix("refs/heads/"), "old": plan.old, "new": plan.new, "fast_forward": plan.fast_forward}
+
+
+def queue_repair(swarm: Swarm, snapshot: Snapshot, patch: Patch, target: str, paths: list[str]) -> str:
+    """A new delegation: the same change, redone on the target as it is now."""
+    spec = snapshot.task(patch.task).spec
+    branch = target.removeprefix("refs/heads/")
+    instruction = (
+        f"{spec.prompt or spec.command}\n\nAn earlier attempt (commit {patch.head[:12]}) conflicts with {branch}"
+        f" in: {', '.join(paths)}. Make the change again on {branch} as it is now."
+    )
+    return swarm.submit_text(delegation_spec(instruction, spec.adapter, list(spec.checks), branch), "repair")
 
 
 def worktree_list(swarm: Swarm) -> dict:
@@ -174,5 +188,7 @@ def delegate(swarm: Swarm, instruction: str, adapter: str, checks: list[str], ba
     """One implement task as its own job, worked to the end; the job's summary view."""
     job_id = swarm.submit_text(delegation_spec(instruction, adapter, checks, base), "delegate")
     on_event({"event": "submitted", "job": job_id})
+    for notice in swarm.notices:
+        on_event({"event": "notice", "message": notice})
     work(swarm, WorkOptions(workers=1, job=job_id, worker=options.worker), on_event)
     return swarm.show(job_id)

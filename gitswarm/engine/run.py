@@ -40,5 +40,7 @@ def run(swarm: Swarm, spec: str | os.PathLike[str], options: WorkOptions, on_eve
     """Submit a job, work it to the end, return its summary view."""
     job_id = swarm.submit_file(spec)
     on_event({"event": "submitted", "job": job_id})
+    for notice in swarm.notices:
+        on_event({"event": "notice", "message": notice})
     work(swarm, WorkOptions(workers=options.workers, job=job_id, worker=options.worker), on_event)
     return swarm.show(job_id)

@@ -19,6 +19,7 @@ from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_
 from gitswarm.model.ops import subject
 from gitswarm.model.spec import parse_spec
 from gitswarm.store.git import open_repo
+from gitswarm.store.gitcli import git
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs
 from gitswarm.store.ledger import Ledger
@@ -54,6 +55,7 @@ class Swarm:
         self.refs = JobRefs(self.repo, self.actor)
         self.ledger = Ledger(self.refs, self.index)
         self.adapters = repo_registry(self.repo.workdir)
+        self.notices: list[str] = []  # things the user should know that are not errors
         self.index.refresh(self.refs)
 
     def close(self) -> None:
@@ -110,6 +112,11 @@ class Swarm:
         commit = self.repo.resolve(rev or "HEAD")
         if commit is None:
             raise BadInput(f"base: {rev or 'HEAD'} does not name a commit" + ("" if rev else " (no commits yet?)"))
+        workdir = self.repo.workdir
+        if workdir is not None and git(["status", "--porcelain", "--untracked-files=no"], workdir).strip():
+            self.notices.append(
+                f"uncommitted changes in {workdir} are not part of the base {commit[:12]}; commit them if the agents need them"
+            )
         if rev is None:
             return commit, self.repo.head_branch()
         branch = f"refs/heads/{rev}"
