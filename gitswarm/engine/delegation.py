@@ -17,7 +17,7 @@ from pathlib import Path
 from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.shell import tail
-from gitswarm.engine.verify import main_tree_state, verify
+from gitswarm.engine.verify import outside_state, verify
 from gitswarm.model.artifacts import Artifact, Check, Patch
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.worktrees import Worktrees, WorktreeViolation
@@ -37,7 +37,7 @@ class Delegation:
     def run(self, adapter: Adapter, ctx: RunContext, base: str, spec, run: Runner, lost: Callable[[], bool]) -> Outcome:
         repo_dir = self.repo.workdir or self.repo.common_dir
         worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True)
-        self.worktrees.copy_includes(worktree, repo_dir)
+        included = self.worktrees.copy_includes(worktree, repo_dir)
         ctx = RunContext(ctx.job, ctx.task, ctx.attempt, worktree.path, ctx.base_env, spec.prompt)
         if spec.setup:
             setup = run(Invocation(["sh", "-c", spec.setup], worktree.path, dict(ctx.base_env), spec.timeout))
@@ -45,17 +45,17 @@ class Delegation:
                 return Outcome(ok=False, error=f"setup failed ({setup.stopped or f'exit {setup.exit_code}'}): {tail(setup.stderr, 1)}")
         artifacts: list[Artifact] = []
         for round_ in range(spec.repair_rounds + 1):
-            before = main_tree_state(self.repo.workdir)
+            before = outside_state(self.repo.workdir, self.repo.common_dir, worktree.path)
             result = run(adapter.invocation(spec, ctx))
             if lost():
                 return Outcome(ok=False, error="lease lost")
             said = adapter.outcome(spec, ctx, result, self.store, self.now())
             artifacts.extend(said.artifacts)
-            if main_tree_state(self.repo.workdir) != before:
+            if outside_state(self.repo.workdir, self.repo.common_dir, worktree.path) != before:
                 return Outcome(ok=False, error="integrity: the worker wrote outside its worktree", artifacts=artifacts, retryable=False)
             message = f"gitswarm: {ctx.job}/{ctx.task} attempt {ctx.attempt} round {round_}\n"
             try:
-                captured = self.worktrees.capture(worktree, message)
+                captured = self.worktrees.capture(worktree, message, leave_out=included)
             except WorktreeViolation as exc:
                 return Outcome(ok=False, error=f"integrity: {exc}", artifacts=artifacts, retryable=False)
             if not captured.files:

@@ -144,8 +144,31 @@ def _audit(
     return parse_auditor(result.stdout.decode(errors="replace"))
 
 
-def main_tree_state(workdir: Path | None) -> bytes:
-    """The user's working tree status, to tell whether a worker wrote outside its worktree."""
-    if workdir is None or not os.path.isdir(workdir):
-        return b""
-    return git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], workdir)
+def outside_state(workdir: Path | None, common_dir: Path, worktree: Path) -> tuple:
+    """What a worker must not touch, to compare before and after it ran.
+
+    The user's working tree (its status), the repository's hooks, config and
+    info files, and the files beside the task's worktree under gitswarm's
+    worktree root. Sibling worktrees are not watched: other tasks write there.
+    """
+    status = b""
+    if workdir is not None and os.path.isdir(workdir):
+        status = git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], workdir)
+    watched = [common_dir / "config", *_files(common_dir / "hooks"), *_files(common_dir / "info")]
+    watched += _files(worktree.parent) + _files(worktree.parent.parent)
+    return status, tuple(sorted((str(p), *_stamp(p)) for p in watched))
+
+
+def _files(directory: Path) -> list[Path]:
+    try:
+        return [entry for entry in directory.iterdir() if not entry.is_dir() or entry.is_symlink()]
+    except OSError:
+        return []
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.lstat()
+    except OSError:
+        return (-1, -1)
+    return (stat.st_size, stat.st_mtime_ns)

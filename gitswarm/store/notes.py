@@ -15,7 +15,7 @@ from gitswarm.model.errors import InternalError, RefConflict
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.layout import NOTES_REF
 
-CAS_RETRIES = 8
+GIVE_UP_SECONDS = 10.0  # many writers on one notes ref take turns; each turn is milliseconds
 
 
 def _note_path(repo: GitRepo, tree: str, commit: str) -> str:
@@ -40,7 +40,9 @@ def add_note_line(repo: GitRepo, commit: str, line: bytes, who: tuple[str, str],
     """Add one record line to the note on `commit` (kept sorted and unique), by CAS on the notes ref."""
     if b"\n" in line:
         raise ValueError("a note record must be one line")
-    for attempt in range(CAS_RETRIES):
+    deadline = time.monotonic() + GIVE_UP_SECONDS
+    delay = 0.001
+    while time.monotonic() < deadline:
         tip = repo.read_ref(NOTES_REF)
         tree = repo.commit_info(tip).tree if tip else None
         path = _note_path(repo, tree, commit) if tree else commit
@@ -55,5 +57,6 @@ def add_note_line(repo: GitRepo, commit: str, line: bytes, who: tuple[str, str],
             repo.cas_ref(NOTES_REF, new_tip, tip, "gitswarm: note")
             return
         except RefConflict:
-            time.sleep(random.uniform(0, 0.002 * 2**attempt))
-    raise InternalError(f"{NOTES_REF} kept moving; gave up after {CAS_RETRIES} attempts")
+            time.sleep(random.uniform(0, delay))
+            delay = min(delay * 2, 0.05)
+    raise InternalError(f"{NOTES_REF} kept moving; gave up after {GIVE_UP_SECONDS:.0f} s")

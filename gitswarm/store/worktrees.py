@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +88,12 @@ class Worktrees:
             copied.append(name)
         return copied
 
-    def capture(self, worktree: Worktree, message: str) -> Capture:
-        """Commit whatever the worker left (tracked changes and untracked, not ignored, files)."""
+    def capture(self, worktree: Worktree, message: str, leave_out: Sequence[str] = ()) -> Capture:
+        """Commit whatever the worker left (tracked changes and untracked, not ignored, files).
+
+        `leave_out` are the include files copied in from the user's tree (say
+        `.env`): they were never the agent's work and must not reach a branch.
+        """
         path = worktree.path
         head_ref = git(["symbolic-ref", "-q", "HEAD"], path, check=False).decode().strip()
         if head_ref != f"refs/heads/{worktree.branch}":
@@ -96,6 +101,8 @@ class Worktrees:
         if not _is_ancestor(path, worktree.base, "HEAD"):
             raise WorktreeViolation(f"the worker rewrote history below the base {worktree.base[:12]}")
         git(["add", "-A"], path)
+        if leave_out:
+            git(["reset", "-q", "--", *(f":(literal){name}" for name in leave_out)], path)
         if git(["status", "--porcelain"], path).strip():
             git(["commit", "-q", "--no-verify", "-m", message], path, env=IDENTITY)
         head = git(["rev-parse", "HEAD"], path).decode().strip()

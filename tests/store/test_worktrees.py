@@ -1,0 +1,239 @@
+"""Delegation worktrees on a real repository: prepare, reset, include files, capture, violations."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitswarm.store.worktrees import Worktree, Worktrees, WorktreeViolation, branch_name
+from tests.conftest import git
+
+JOB = "01jobjobjobjobjobjobjobjob"
+TASK = "impl"
+
+
+def head(path: Path, rev: str = "HEAD") -> str:
+    return git(path, "rev-parse", rev).strip()
+
+
+@pytest.fixture
+def trees(repo: Path) -> Worktrees:
+    return Worktrees(repo, repo / ".git")
+
+
+@pytest.fixture
+def base(repo: Path) -> str:
+    """A second commit, so that the base has a parent to reset below."""
+    (repo / "code.py").write_text("x = 1\n")
+    git(repo, "add", "code.py")
+    git(repo, "commit", "-qm", "second")
+    return head(repo)
+
+
+def test_prepare_creates_the_task_branch_at_the_base_and_a_worktree_under_the_common_dir(repo: Path, trees: Worktrees, base: str) -> None:
+    parent = head(repo, "HEAD~1")
+    wt = trees.prepare(JOB, TASK, parent, reset=False)
+    assert wt.branch == branch_name(JOB, TASK) == f"swarm/{JOB}/{TASK}"
+    assert wt.path == repo / ".git" / "gitswarm" / "worktrees" / JOB / TASK
+    assert wt.base == parent
+    assert head(repo, f"refs/heads/swarm/{JOB}/{TASK}") == parent
+    assert head(wt.path) == parent
+    assert git(wt.path, "symbolic-ref", "HEAD").strip() == f"refs/heads/swarm/{JOB}/{TASK}"
+    assert not (wt.path / "code.py").exists() and (wt.path / "README.md").read_text() == "hello\n"
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert f"worktree {wt.path}\n" in listed and f"branch refs/heads/swarm/{JOB}/{TASK}" in listed
+    # the user's tree and branch are untouched
+    assert head(repo) == base and git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert git(repo, "status", "--porcelain") == ""
+    assert trees.listing() == [{"path": str(wt.path), "branch": wt.branch, "head": parent}]
+
+
+def test_prepare_reset_returns_a_used_worktree_to_the_base_and_drops_untracked_files(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    (wt.path / "README.md").write_text("changed\n")
+    git(wt.path, "commit", "-qam", "worker commit")
+    (wt.path / "code.py").write_text("x = 2\n")  # uncommitted tracked change
+    (wt.path / "junk").mkdir()
+    (wt.path / "junk" / "new.txt").write_text("untracked\n")
+    (wt.path / "stray.txt").write_text("untracked\n")
+    moved = head(wt.path)
+    assert moved != base
+
+    # without reset: reused as it stands (a repair round continues from the last commit)
+    again = trees.prepare(JOB, TASK, base, reset=False)
+    assert head(again.path) == moved and (again.path / "stray.txt").exists()
+
+    fresh = trees.prepare(JOB, TASK, base, reset=True)
+    assert fresh.path == wt.path
+    assert head(fresh.path) == base == head(repo, f"refs/heads/{branch_name(JOB, TASK)}")
+    assert (fresh.path / "README.md").read_text() == "hello\n"
+    assert (fresh.path / "code.py").read_text() == "x = 1\n"
+    assert not (fresh.path / "stray.txt").exists() and not (fresh.path / "junk").exists()
+    assert git(fresh.path, "status", "--porcelain") == ""
+    assert trees.is_clean(fresh.path)
+
+
+def test_prepare_reset_also_repairs_a_worktree_left_on_another_branch(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    git(wt.path, "checkout", "-q", "-b", "elsewhere")
+    fresh = trees.prepare(JOB, TASK, base, reset=True)
+    assert git(fresh.path, "symbolic-ref", "HEAD").strip() == f"refs/heads/{branch_name(JOB, TASK)}"
+    assert head(fresh.path) == base
+
+
+def test_copy_includes_copies_listed_untracked_files_but_nothing_outside_the_repo(repo: Path, trees: Worktrees, base: str, tmp_path: Path) -> None:
+    (repo / ".gitignore").write_text(".env\n")
+    (repo / ".env").write_text("SECRET=1\n")
+    (repo / "conf").mkdir()
+    (repo / "conf" / "local.ini").write_text("[local]\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+    os.symlink(outside, repo / "link-out.txt")  # inside by name, outside once resolved
+    (repo / ".gitswarm").mkdir()
+    (repo / ".gitswarm" / "worktree-include").write_text(
+        "# local files the agent needs\n"
+        ".env\n"
+        "\n"
+        "  conf/local.ini  \n"
+        "missing.txt\n"
+        "../outside.txt\n"
+        f"{outside}\n"
+        "link-out.txt\n"
+        "conf\n"  # a directory, not a file
+    )
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    copied = trees.copy_includes(wt, repo)
+    assert copied == [".env", "conf/local.ini"]
+    assert (wt.path / ".env").read_text() == "SECRET=1\n"
+    assert (wt.path / "conf" / "local.ini").read_text() == "[local]\n"
+    assert not (wt.path / "outside.txt").exists() and not (wt.path / "link-out.txt").exists()
+    assert not (wt.path.parent / "outside.txt").exists()
+    assert sorted(p.name for p in wt.path.iterdir()) == [".env", ".git", "README.md", "code.py", "conf"]
+
+
+def test_copy_includes_without_a_listing_copies_nothing(repo: Path, trees: Worktrees, base: str) -> None:
+    (repo / ".env").write_text("SECRET=1\n")
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    assert trees.copy_includes(wt, repo) == []
+    assert not (wt.path / ".env").exists()
+
+
+def test_capture_commits_tracked_and_untracked_but_not_ignored_files(repo: Path, trees: Worktrees, base: str) -> None:
+    (repo / ".gitignore").write_text("*.log\nbuild/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore")
+    start = head(repo)
+    wt = trees.prepare(JOB, TASK, start, reset=False)
+    (wt.path / "README.md").write_text("hello\nworld\n")  # tracked: +1
+    (wt.path / "code.py").unlink()  # tracked: deleted
+    (wt.path / "pkg").mkdir()
+    (wt.path / "pkg" / "new.py").write_text("a\nb\nc\n")  # untracked: +3
+    (wt.path / "blob.bin").write_bytes(bytes(range(256)) * 4)  # untracked binary
+    (wt.path / "debug.log").write_text("ignored\n")
+    (wt.path / "build").mkdir()
+    (wt.path / "build" / "out.o").write_bytes(b"\0\1")
+
+    captured = trees.capture(wt, "gitswarm: capture test\n\nbody line\n")
+
+    assert captured.head == head(wt.path) == head(repo, f"refs/heads/{wt.branch}") != start
+    assert git(wt.path, "rev-parse", "HEAD~1").strip() == start  # exactly one commit on the base
+    assert git(wt.path, "log", "-1", "--format=%B", "HEAD") == "gitswarm: capture test\n\nbody line\n\n"
+    assert git(wt.path, "log", "-1", "--format=%an <%ae>|%cn <%ce>", "HEAD").strip() == (
+        "gitswarm <gitswarm@localhost>|gitswarm <gitswarm@localhost>"
+    )
+    committed = set(git(wt.path, "ls-tree", "-r", "--name-only", "HEAD").split())
+    assert committed == {".gitignore", "README.md", "pkg/new.py", "blob.bin"}
+    assert git(wt.path, "status", "--porcelain") == ""  # ignored files stay, uncommitted
+    assert (wt.path / "debug.log").exists()
+
+    expected = subprocess.run(
+        ["git", "diff", "--binary", "--full-index", start, captured.head], cwd=repo, capture_output=True, check=True
+    ).stdout
+    assert captured.diff == expected
+    assert captured.sha256 == hashlib.sha256(captured.diff).hexdigest()
+    assert b"GIT binary patch" in captured.diff
+    files = {f.path: (f.added, f.deleted) for f in captured.files}
+    assert files == {"README.md": (1, 0), "code.py": (0, 1), "pkg/new.py": (3, 0), "blob.bin": (0, 0)}
+
+    # the diff is a real patch: it applies to the base
+    check = subprocess.run(["git", "apply", "--check", "-"], cwd=repo, input=captured.diff, capture_output=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_capture_of_an_untouched_worktree_makes_no_commit(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    captured = trees.capture(wt, "nothing\n")
+    assert captured.head == base and captured.diff == b"" and captured.files == ()
+    assert captured.sha256 == hashlib.sha256(b"").hexdigest()
+
+
+def test_capture_keeps_the_workers_own_commits_on_top_of_the_base(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    (wt.path / "a.txt").write_text("a\n")
+    git(wt.path, "add", "a.txt")
+    git(wt.path, "commit", "-qm", "worker's own commit")
+    own = head(wt.path)
+    (wt.path / "b.txt").write_text("b\n")
+    captured = trees.capture(wt, "gitswarm: rest\n")
+    assert git(wt.path, "rev-parse", "HEAD~1").strip() == own
+    assert {f.path for f in captured.files} == {"a.txt", "b.txt"}
+
+
+def test_capture_refuses_a_worker_that_switched_branch(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    (wt.path / "README.md").write_text("edited\n")
+    git(wt.path, "checkout", "-q", "-b", "agent-elsewhere")
+    with pytest.raises(WorktreeViolation, match="agent-elsewhere"):
+        trees.capture(wt, "m\n")
+    assert head(repo, "agent-elsewhere") == base  # nothing was committed for it
+
+
+def test_capture_refuses_a_detached_head(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    git(wt.path, "checkout", "-q", "--detach")
+    with pytest.raises(WorktreeViolation, match="detached"):
+        trees.capture(wt, "m\n")
+
+
+def test_capture_refuses_a_reset_below_the_base(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    git(wt.path, "reset", "-q", "--hard", "HEAD~1")
+    (wt.path / "README.md").write_text("edited\n")
+    with pytest.raises(WorktreeViolation, match="below the base"):
+        trees.capture(wt, "m\n")
+    assert head(wt.path) == head(repo, "HEAD~1")  # no commit made
+
+
+def test_capture_refuses_history_rewritten_onto_an_unrelated_root(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    tree = git(wt.path, "rev-parse", "HEAD^{tree}").strip()
+    orphan = git(wt.path, "commit-tree", tree, "-m", "orphan").strip()
+    git(wt.path, "reset", "-q", "--hard", orphan)  # same content, no base in its history
+    with pytest.raises(WorktreeViolation):
+        trees.capture(wt, "m\n")
+
+
+def test_remove_refuses_a_dirty_worktree_and_removes_a_clean_one(repo: Path, trees: Worktrees, base: str) -> None:
+    from gitswarm.store.gitcli import GitCommandError
+
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    (wt.path / "README.md").write_text("dirty\n")
+    assert not trees.is_clean(wt.path)
+    with pytest.raises(GitCommandError):
+        trees.remove(wt.path)
+    assert wt.path.exists()
+    git(wt.path, "checkout", "--", "README.md")
+    trees.remove(wt.path)
+    assert not wt.path.exists() and trees.listing() == []
+    assert head(repo, f"refs/heads/{branch_name(JOB, TASK)}") == base  # the branch stays
+
+
+def test_worktree_root_can_be_elsewhere(repo: Path, base: str, tmp_path: Path) -> None:
+    trees = Worktrees(repo, repo / ".git", root=tmp_path / "elsewhere")
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    assert wt == Worktree(tmp_path / "elsewhere" / JOB / TASK, branch_name(JOB, TASK), base)
+    assert trees.listing()[0]["path"] == str(wt.path)
