@@ -23,7 +23,7 @@ from gitswarm.model.ids import check_job_id
 from gitswarm.model.records import Job, JobState, Task, TaskState
 from gitswarm.store.jobs import JobRefs, Snapshot
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2  # 2: tasks.not_before, leases without pgid
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -87,6 +87,16 @@ TASK_COLUMNS = (
 )
 
 
+def _scan_every_btree(db: sqlite3.Connection) -> None:
+    """Walk each table and each index once (a few ms): damage shows here, not mid-command."""
+    for table in ("jobs", "tasks", "leases", "artifacts"):
+        db.execute(f"SELECT count(*) FROM {table} NOT INDEXED").fetchone()
+    indexes = db.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall()
+    for name, table, sql in indexes:
+        where = sql.split(" WHERE ", 1)[1] if " WHERE " in sql else "1"
+        db.execute(f"SELECT count(*) FROM {table} INDEXED BY {name} WHERE {where}").fetchone()
+
+
 def index_path(common_dir: Path) -> Path:
     return common_dir / "gitswarm" / "index.sqlite"
 
@@ -131,9 +141,7 @@ class Index:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'jobs'").fetchone()[0]
             if version == INDEX_FORMAT and tables:
-                # A full scan of each table (a few ms): damage past the header shows here, not mid-command.
-                for table in ("jobs", "tasks", "leases", "artifacts"):
-                    db.execute(f"SELECT count(*) FROM {table} NOT INDEXED").fetchone()
+                _scan_every_btree(db)
         except sqlite3.DatabaseError:
             self._remove_files()
             db, version, tables = self._open(), 0, 0

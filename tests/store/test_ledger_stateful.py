@@ -173,20 +173,21 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # -- rules ------------------------------------------------------------------------------
 
-    @rule(seconds=st.sampled_from([1, 3, 15, 70]))
-    def tick(self, seconds: int) -> None:
+    @rule(seconds=st.sampled_from([1, 3, 15, 70, "to expiry", "past expiry"]))
+    def tick(self, seconds: int | str) -> None:
+        """Advance the clock; or to exactly the first expiry of a live lease (where it is still
+        held) or just past it (run out, but not yet recovered)."""
         self.begin()
-        self.now += seconds
+        self.advance(seconds)
 
-    @precondition(lambda self: self.live_leases())
-    @rule(data=st.data(), past=st.booleans())
-    def reach_expiry(self, data: st.DataObject, past: bool) -> None:
-        """Move the clock to exactly a live lease's expiry (still held), or just past it."""
-        self.begin()
-        lease = data.draw(st.sampled_from(self.live_leases()), label="lease")
-        expires = self.expiry[(lease.task, lease.token)]
+    def advance(self, seconds: int | str) -> None:
+        live = self.live_leases()
+        if isinstance(seconds, int) or not live:
+            self.now += seconds if isinstance(seconds, int) else 1
+            return
+        expires = min(self.expiry[(lease.task, lease.token)] for lease in live)
         assert expires >= self.now
-        self.now = expires + (0.5 if past else 0.0)
+        self.now = expires + (0.5 if seconds == "past expiry" else 0.0)
 
     # One argument, not two, for the same reason as finish_ok.
     @rule(worker=st.tuples(st.sampled_from(WORKERS), st.sampled_from(TTLS)))
@@ -271,27 +272,38 @@ class LedgerMachine(RuleBasedStateMachine):
         tasks = self.ref_tasks()
         return [lease for lease in self.granted if self.live(lease, tasks)]
 
+    def current_leases(self) -> list[Lease]:
+        """Leases whose task still runs under their token: live, or run out by the clock but
+        not yet recovered (whose results the ledger must refuse all the same)."""
+        if self.job is None:
+            return []
+        tasks = self.ref_tasks()
+        return [
+            lease for lease in self.granted
+            if tasks[lease.task].state is TaskState.RUNNING and tasks[lease.task].claims == lease.token
+        ]
+
     def pick_lease(self, data: st.DataObject) -> Lease:
-        """Most often a live lease; otherwise the newest lease of some task, which may have
-        run out (by the clock), been revoked (cancel) or been used up (finished, expired)."""
+        """Most often a current lease; otherwise the newest lease of some task, which may have
+        been revoked (cancel) or used up (finished, expired)."""
         newest = sorted(self.latest.values(), key=lambda lease: lease.task)
-        live = self.live_leases()
-        choices = st.sampled_from(live) | st.sampled_from(newest) if live else st.sampled_from(newest)
+        current = self.current_leases()
+        choices = st.sampled_from(current) | st.sampled_from(newest) if current else st.sampled_from(newest)
         return data.draw(choices, label="lease")
 
-    # No arguments (the oldest live lease reports success): hypothesis orders rules by their
+    # No arguments (the oldest current lease reports success): hypothesis orders rules by their
     # number of arguments and leans towards the first valid one, and finishing moves a job along.
-    @precondition(lambda self: self.live_leases())
+    @precondition(lambda self: self.current_leases())
     @rule()
     def finish_ok(self) -> None:
         self.begin()
-        self._finish(self.live_leases()[0], True, True)
+        self._finish(self.current_leases()[0], True, True)
 
-    @precondition(lambda self: self.live_leases())
+    @precondition(lambda self: self.current_leases())
     @rule(data=st.data(), retryable=st.booleans())
     def finish_failed(self, data: st.DataObject, retryable: bool) -> None:
         self.begin()
-        self._finish(data.draw(st.sampled_from(self.live_leases()), label="lease"), False, retryable)
+        self._finish(data.draw(st.sampled_from(self.current_leases()), label="lease"), False, retryable)
 
     @precondition(lambda self: self.stale_leases())
     @rule(data=st.data(), ok=st.booleans())
@@ -312,12 +324,12 @@ class LedgerMachine(RuleBasedStateMachine):
             raise AssertionError(f"a stale lease finished its task: {lease}")
         assert self.frozen() == before, "a refused stale finish changed the job"
 
-    @rule(advance=st.sampled_from([0, 5, 30]), this_job=st.booleans())
-    def expire(self, advance: int, this_job: bool) -> None:
-        """Recover expired leases, `advance` seconds on (as a supervisor polling now and then),
-        of every job or of this one."""
+    @rule(advance=st.sampled_from([0, 5, 30, "to expiry"]), this_job=st.booleans())
+    def expire(self, advance: int | str, this_job: bool) -> None:
+        """Recover expired leases, `advance` seconds on (as a supervisor polling now and then)
+        or at exactly the first expiry of a live lease, of every job or of this one."""
         self.begin()
-        self.now += advance
+        self.advance(advance)
         tasks = self.ref_tasks()
         due = sorted(
             t.id for t in tasks.values()

@@ -35,7 +35,9 @@ TTLS = (10.0, 60.0)
 
 # (kind, a, b, c): the small ints pick a job, task or lease by index, modulo how many there are.
 events = st.tuples(
-    st.sampled_from(["claim", "claim", "claim", "ok", "ok", "fail", "tick", "expire", "cancel", "cancel_job", "retry", "renew"]),
+    st.sampled_from(
+        ["work", "work", "work", "claim", "claim", "ok", "fail", "tick", "expire", "cancel", "cancel_job", "retry", "renew"]
+    ),
     st.integers(0, 20),
     st.integers(0, 20),
     st.sampled_from([0, 1, 2]),
@@ -58,6 +60,10 @@ def release_index() -> None:
     gc.collect()
 
 
+def finding(lease: Lease, now: float, n: int) -> tuple[Finding]:
+    return (Finding(job=lease.job, task=lease.task, attempt=lease.attempt, created=now, title=f"finding {n}"),)
+
+
 def play(repo: Path, jobs: list[list[tuple[str, list[str], int, int]]], script: list[tuple[str, int, int, int]]) -> list[str]:
     """Submit `jobs` and run `script` against them through the Ledger; returns the job ids."""
     clock = [START]
@@ -74,19 +80,22 @@ def play(repo: Path, jobs: list[list[tuple[str, list[str], int, int]]], script: 
             job = job_ids[a % len(job_ids)]
             task = f"t{b % len(jobs[a % len(job_ids)])}"
             try:
-                if kind == "claim":
+                if kind == "work":  # a worker claims a task and reports on it at once
+                    lease = ledger.claim(WORKERS[b % 2], TTLS[0], now)
+                    if lease is not None:
+                        leases.append(lease)
+                        ok = c != 0
+                        ledger.finish(lease, ok, now, error=None if ok else f"error {b}",
+                                      artifacts=finding(lease, now, b) if c == 2 else (), retryable=b % 3 != 0)
+                elif kind == "claim":
                     lease = ledger.claim(WORKERS[b % 2], TTLS[c % 2], now, job_id=job if c else None)
                     if lease is not None:
                         leases.append(lease)
                 elif kind in ("ok", "fail") and leases:
                     lease = leases[-1 - a % len(leases)]
-                    artifacts = ()
-                    if kind == "ok" and c:
-                        artifacts = (
-                            Finding(job=lease.job, task=lease.task, attempt=lease.attempt, created=now, title=f"finding {b}"),
-                        )
-                    ledger.finish(lease, kind == "ok", now, error=None if kind == "ok" else f"error {b}",
-                                  artifacts=artifacts, retryable=c != 2)
+                    ok = kind == "ok"
+                    ledger.finish(lease, ok, now, error=None if ok else f"error {b}",
+                                  artifacts=finding(lease, now, b) if ok and c else (), retryable=c != 2)
                 elif kind == "renew" and leases:
                     ledger.renew(leases[-1 - a % len(leases)], TTLS[c % 2], now)
                 elif kind == "tick":
@@ -128,7 +137,7 @@ def assert_same(before: dict[tuple[str, ...], str], after: dict[tuple[str, ...],
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(jobs=st.lists(dags(min_tasks=1, max_tasks=6), min_size=1, max_size=3), script=st.lists(events, max_size=40))
+@given(jobs=st.lists(dags(min_tasks=1, max_tasks=6), min_size=1, max_size=3), script=st.lists(events, min_size=5, max_size=40))
 def test_status_survives_deleting_and_rebuilding_the_index(jobs, script) -> None:
     repo = new_repo()
     try:
@@ -179,6 +188,21 @@ def garbage_after_header(repo: Path) -> None:
     path.write_bytes(data[:page] + os.urandom(len(data) - page))
 
 
+def garbage_in_index_pages(repo: Path) -> None:
+    """Every table page intact; the root page of every SQLite index b-tree garbage."""
+    path = settle(repo)
+    db = sqlite3.connect(path)
+    page = db.execute("PRAGMA page_size").fetchone()[0]
+    roots = [r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' AND rootpage > 0")]
+    db.close()
+    release_index()
+    assert roots, "the index should have SQLite indexes"
+    data = bytearray(path.read_bytes())
+    for root in roots:
+        data[(root - 1) * page : root * page] = os.urandom(page)
+    path.write_bytes(bytes(data))
+
+
 def old_format(repo: Path) -> None:
     path = settle(repo)
     db = sqlite3.connect(path)
@@ -186,7 +210,50 @@ def old_format(repo: Path) -> None:
     db.close()
 
 
-@pytest.mark.parametrize("damage", [garbage, garbage_after_header, old_format], ids=lambda f: f.__name__)
+# The index schema of the first gitswarm (commit 261cd75, "store format v1"), which
+# marked it user_version 1. A later schema that adds columns is another schema version.
+FIRST_SCHEMA = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY, goal TEXT NOT NULL, created REAL NOT NULL, tip TEXT NOT NULL, status TEXT NOT NULL,
+    cancelled INTEGER NOT NULL, counts TEXT NOT NULL, clock INTEGER NOT NULL, updated REAL NOT NULL
+);
+CREATE TABLE tasks (
+    job TEXT NOT NULL, id TEXT NOT NULL, seq INTEGER NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL,
+    attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL, claims INTEGER NOT NULL, owner TEXT,
+    adapter TEXT NOT NULL, mode TEXT NOT NULL, depends_on TEXT NOT NULL, error TEXT, skipped_because TEXT,
+    artifacts INTEGER NOT NULL, updated REAL NOT NULL,
+    PRIMARY KEY (job, id)
+) WITHOUT ROWID;
+CREATE INDEX tasks_by_seq ON tasks (job, seq);
+CREATE INDEX tasks_queued ON tasks (priority DESC, job, seq) WHERE state = 'queued';
+CREATE TABLE leases (
+    job TEXT NOT NULL, task TEXT NOT NULL, owner TEXT NOT NULL, token INTEGER NOT NULL,
+    expires REAL NOT NULL, heartbeat REAL NOT NULL,
+    PRIMARY KEY (job, task)
+) WITHOUT ROWID;
+CREATE INDEX leases_by_expiry ON leases (expires);
+CREATE TABLE artifacts (
+    id TEXT NOT NULL, job TEXT NOT NULL, task TEXT, kind TEXT NOT NULL,
+    PRIMARY KEY (id, job)
+) WITHOUT ROWID;
+CREATE INDEX artifacts_by_job ON artifacts (job);
+PRAGMA user_version = 1;
+"""
+
+
+def first_schema(repo: Path) -> None:
+    """The index as the first gitswarm's `init` left it: its schema, no jobs indexed yet."""
+    path = settle(repo)
+    for old in index_files(repo):
+        old.unlink()
+    db = sqlite3.connect(path)
+    db.executescript(FIRST_SCHEMA)
+    db.close()
+
+
+@pytest.mark.parametrize(
+    "damage", [garbage, garbage_after_header, garbage_in_index_pages, old_format, first_schema], ids=lambda f: f.__name__
+)
 def test_damaged_index_is_rebuilt_transparently(damage, repo: Path) -> None:
     jobs = [
         [("t0", [], 2, 0), ("t1", ["t0"], 1, 1), ("t2", ["t0"], 3, 0), ("t3", ["t1", "t2"], 1, 0)],
