@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import gitswarm
+from gitswarm.store.index import INDEX_FORMAT
 from tests.conftest import git, spec_text, swarm_refs
 
 BIN = Path(sys.executable).parent
@@ -194,7 +195,7 @@ def test_init_twice_is_idempotent(repo: Path, child_env: dict[str, str]) -> None
     assert as_json == {"index": str(index.resolve()), "jobs": 0, "actor": actor.strip()}
     assert swarm_refs(repo) == refs_before
     with sqlite3.connect(index) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == INDEX_FORMAT
         assert db.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
 
 
