@@ -1,7 +1,5 @@
 """The typer commands. Each parses, calls one library function and prints through Output."""
 
-from __future__ import annotations
-
 import os
 import sys
 from dataclasses import dataclass
@@ -20,6 +18,8 @@ from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 if TYPE_CHECKING:
     from gitswarm.engine.supervisor import WorkOptions
 
+# No `from __future__ import annotations` here: typer would have to eval
+# every annotation string of every command at each start-up (~10 ms).
 # Commands that supervise workers, run agents or render progress import their
 # engine modules (multiprocessing, rich, worktrees, ...) when they run: every
 # other command, `status` first, must not pay for them at start-up.
@@ -119,7 +119,7 @@ def show(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or 
     c.output.result(data, render.show)
 
 
-def _work_options(jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False) -> WorkOptions:
+def _work_options(jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False) -> "WorkOptions":
     from gitswarm.engine.supervisor import WorkOptions  # deferred: see the note at the imports
     from gitswarm.engine.worker import WorkerOptions
 
