@@ -21,6 +21,7 @@ _BLOB = pygit2.enums.FileMode.BLOB
 # is waited out a little longer than that, then the error is raised.
 STALE_LOCK_SECONDS = 2.0
 _LOCK_WAIT_SECONDS = STALE_LOCK_SECONDS + 1.0
+_TREE_CACHE = 1024
 
 # gitswarm only builds trees and commits from objects it has just written, so
 # libgit2's check that each referenced object exists is pure cost (~15% of a
@@ -43,6 +44,7 @@ class PygitRepo:
         if found is None:
             raise NotARepository(f"not a git repository (or any parent): {os.fspath(path)}")
         self.repo = pygit2.Repository(found)
+        self._trees: dict[str, pygit2.Tree] = {}
         gitdir = Path(self.repo.path)
         commondir = gitdir / "commondir"
         self._common = (gitdir / commondir.read_text().strip()).resolve() if commondir.exists() else gitdir.resolve()
@@ -133,7 +135,7 @@ class PygitRepo:
 
     def tree_entry(self, tree: str, path: str) -> str | None:
         try:
-            return str(self.repo[tree][path].id)
+            return str(self._tree(tree)[path].id)
         except KeyError:
             return None
 
@@ -147,7 +149,21 @@ class PygitRepo:
         for entry in root:
             yield entry.name, str(entry.id), entry.filemode == _TREE
 
+    def _tree(self, oid: str) -> pygit2.Tree:
+        """A tree object, from a small cache: trees are immutable, and a transition reads the same few."""
+        found = self._trees.get(oid)
+        if found is None:
+            found = self.repo[oid]
+            if len(self._trees) >= _TREE_CACHE:
+                self._trees.pop(next(iter(self._trees)))
+            self._trees[oid] = found
+        return found
+
     def update_tree(self, tree: str | None, changes: Mapping[str, str | None]) -> str:
+        return self._update_tree(tree, changes)[0]
+
+    def _update_tree(self, tree: str | None, changes: Mapping[str, str | None]) -> tuple[str, int]:
+        """(new tree oid, its number of entries)."""
         here: dict[str, str | None] = {}
         below: dict[str, dict[str, str | None]] = defaultdict(dict)
         for path, oid in changes.items():
@@ -156,7 +172,7 @@ class PygitRepo:
                 below[head][rest] = oid
             else:
                 here[head] = oid
-        base = self.repo[tree] if tree else None
+        base = self._tree(tree) if tree else None
         builder = self.repo.TreeBuilder(base) if base is not None else self.repo.TreeBuilder()
         changed = base is None
         for name, oid in here.items():
@@ -171,16 +187,18 @@ class PygitRepo:
         for name, sub_changes in below.items():
             existing = builder.get(name)
             sub = str(existing.id) if existing is not None and existing.filemode == _TREE else None
-            new_sub = self.update_tree(sub, sub_changes)
+            new_sub, entries = self._update_tree(sub, sub_changes)
             if new_sub == sub:
                 continue
             changed = True
-            if len(self.repo[new_sub]) == 0:
+            if entries == 0:
                 if existing is not None:
                     builder.remove(name)
             else:
                 builder.insert(name, pygit2.Oid(hex=new_sub), _TREE)
-        return str(builder.write()) if changed else str(base.id)
+        if not changed:
+            return str(base.id), len(base)
+        return str(builder.write()), len(builder)
 
     def commit(self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float) -> str:
         signature = pygit2.Signature(who[0], who[1], int(when), 0)
