@@ -19,12 +19,11 @@ from gitswarm.cli.boundary import invoke
 from gitswarm.engine.swarm import Swarm
 
 
-@pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path_factory.mktemp("home")
+def isolation_env(home: Path) -> dict[str, str]:
+    """The variables that keep a test off the real home, git config and identity; writes home/.gitconfig."""
     gitconfig = home / ".gitconfig"
     gitconfig.write_text("[init]\n\tdefaultBranch = main\n")
-    env = {
+    return {
         "HOME": str(home),
         "GIT_CONFIG_GLOBAL": str(gitconfig),
         "GIT_CONFIG_NOSYSTEM": "1",
@@ -34,7 +33,12 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         "GIT_COMMITTER_EMAIL": "committer@example.com",
         "GIT_TERMINAL_PROMPT": "0",
     }
-    for key, value in env.items():
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for key, value in isolation_env(home).items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("GIT_DIR", raising=False)
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)

@@ -9,7 +9,6 @@ Baselines measured in the same run: `git worktree add` of the same repo, and
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -17,25 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import isolate, print_table
+
 from gitswarm.store.gitcli import IDENTITY, git
 from gitswarm.store.worktrees import Worktrees
 
 QUICK = "--quick" in sys.argv
 FILES = 2_000 if QUICK else 10_000
 RUNS = 3 if QUICK else 5
-
-
-def isolate() -> None:
-    home = tempfile.mkdtemp(prefix="bench-home-")
-    os.environ.update(
-        HOME=home,
-        GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_AUTHOR_NAME="bench",
-        GIT_AUTHOR_EMAIL="bench@example.com",
-        GIT_COMMITTER_NAME="bench",
-        GIT_COMMITTER_EMAIL="bench@example.com",
-    )
 
 
 def big_repo(files: int) -> Path:
@@ -107,10 +95,7 @@ def main() -> None:
         ("python -c pass (start-up floor)", f"{median(spawn) * 1e3:.0f} ms", "", ""),
         ("gitswarm merge (verified, --no-recheck), CLI", f"{median(merges) * 1e3:.0f} ms", f"{median(merges) / median(spawn):.1f}x", "< 300 ms"),
     ]
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measure'.ljust(width)}  {'value':>9}  {'ratio':>6}  target")
-    for name, value, ratio, target in rows:
-        print(f"{name.ljust(width)}  {value:>9}  {ratio:>6}  {target}")
+    print_table(("measure", "value", "ratio", "target"), rows)
 
 
 if __name__ == "__main__":

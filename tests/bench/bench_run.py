@@ -11,13 +11,14 @@ process of its own (workers are forked and not counted).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from benchlib import isolate, print_table
 
 QUICK = "--quick" in sys.argv
 WORKERS = 4
@@ -33,19 +34,6 @@ view = run_engine.run(swarm, sys.argv[2], WorkOptions(workers=int(sys.argv[3])),
 print(json.dumps({"status": view["status"], "seconds": time.perf_counter() - start,
                   "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
-
-
-def isolate() -> None:
-    home = tempfile.mkdtemp(prefix="bench-home-")
-    os.environ.update(
-        HOME=home,
-        GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_AUTHOR_NAME="bench",
-        GIT_AUTHOR_EMAIL="bench@example.com",
-        GIT_COMMITTER_NAME="bench",
-        GIT_COMMITTER_EMAIL="bench@example.com",
-    )
 
 
 def make_repo(tasks: int) -> tuple[Path, Path]:
@@ -102,10 +90,7 @@ def main() -> None:
         (f"supervisor peak RSS, {small} tasks", f"{mem_small['maxrss_kb'] / 1024:.1f} MiB", "", ""),
         (f"supervisor peak RSS, {large} tasks", f"{mem_large['maxrss_kb'] / 1024:.1f} MiB", f"{mem_large['maxrss_kb'] / mem_small['maxrss_kb']:.2f}x", "<= 1.5x"),
     ]
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measure'.ljust(width)}  {'value':>10}  {'ratio':>12}  target")
-    for name, value, ratio, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {ratio:>12}  {target}")
+    print_table(("measure", "value", "ratio", "target"), rows)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ run, so they hold on a noisy machine.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
@@ -18,22 +17,11 @@ from pathlib import Path
 
 import pygit2
 
+from benchlib import isolate, print_table
+
 from gitswarm.engine.swarm import Swarm
 
 QUICK = "--quick" in sys.argv
-
-
-def isolate() -> None:
-    home = tempfile.mkdtemp(prefix="bench-home-")
-    os.environ.update(
-        HOME=home,
-        GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_AUTHOR_NAME="bench",
-        GIT_AUTHOR_EMAIL="bench@example.com",
-        GIT_COMMITTER_NAME="bench",
-        GIT_COMMITTER_EMAIL="bench@example.com",
-    )
 
 
 def new_repo() -> Path:
@@ -117,10 +105,7 @@ def main() -> None:
     rows.append(("gitswarm --version", f"{version * 1e3:.0f} ms", f"{version / spawn:.2f}x", "< 150 ms"))
     jobs, per = (20, 100) if QUICK else (100, 100)
     rows.append((f"index rebuild {jobs} jobs x {per} tasks", f"{rebuild(jobs, per) * 1e3:.0f} ms", "", "< 3000 ms"))
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measure'.ljust(width)}  {'time':>10}  {'ratio':>7}  target")
-    for name, value, ratio, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {ratio:>7}  {target}")
+    print_table(("measure", "value", "ratio", "target"), rows)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitswarm.engine.swarm import Swarm
-from tests.conftest import Result, cli, git, spec_text, swarm_refs
+from tests.conftest import Result, cli, git, isolation_env, spec_text, swarm_refs
 
 GOOD = spec_text('id = "lint"\ncommand = "true"', 'id = "test"\ncommand = "true"\ndepends_on = ["lint"]')
 
@@ -106,16 +106,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     so at the end the repository must still hold exactly those two jobs, untouched."""
     with pytest.MonkeyPatch.context() as mp:
         home = tmp_path_factory.mktemp("shared-home")
-        (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
-        for key, value in {
-            "HOME": str(home),
-            "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": "Test Author",
-            "GIT_AUTHOR_EMAIL": "author@example.com",
-            "GIT_COMMITTER_NAME": "Test Committer",
-            "GIT_COMMITTER_EMAIL": "committer@example.com",
-        }.items():
+        for key, value in isolation_env(home).items():
             mp.setenv(key, value)
         repo = tmp_path_factory.mktemp("shared") / "repo"
         repo.mkdir()

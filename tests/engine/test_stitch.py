@@ -9,7 +9,7 @@ import pytest
 
 from gitswarm.engine.run import write_summary
 from gitswarm.engine.swarm import Swarm
-from tests.conftest import cli, git, spec_text
+from tests.conftest import cli, git, isolation_env, spec_text
 
 BAD = 'for i in $(seq 1 30); do echo "err line $i" >&2; done; echo "some stdout"; exit 3'
 TASKS = (
@@ -29,17 +29,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, s
     isolation, so this one isolates HOME and the git config itself.
     """
     home = tmp_path_factory.mktemp("stitch-home")
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
     with pytest.MonkeyPatch.context() as mp:
-        for key, value in {
-            "HOME": str(home),
-            "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": "Test Author",
-            "GIT_AUTHOR_EMAIL": "author@example.com",
-            "GIT_COMMITTER_NAME": "Test Committer",
-            "GIT_COMMITTER_EMAIL": "committer@example.com",
-        }.items():
+        for key, value in isolation_env(home).items():
             mp.setenv(key, value)
         repo = tmp_path_factory.mktemp("stitch") / "repo"
         repo.mkdir()

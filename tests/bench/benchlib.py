@@ -1,0 +1,27 @@
+"""What every benchmark script needs: an isolated home and git identity, and a table printer."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+
+
+def isolate() -> None:
+    """Keep the benchmark off the real home directory and git config."""
+    home = tempfile.mkdtemp(prefix="bench-home-")
+    os.environ.update(
+        HOME=home,
+        GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="bench",
+        GIT_AUTHOR_EMAIL="bench@example.com",
+        GIT_COMMITTER_NAME="bench",
+        GIT_COMMITTER_EMAIL="bench@example.com",
+    )
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    for row in [headers, *rows]:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
