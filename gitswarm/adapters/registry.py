@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gitswarm.adapters.agent import AgentAdapter, load_spec
 from gitswarm.adapters.base import Adapter
+from gitswarm.adapters.names import adapter_names, spec_dirs
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.model.errors import BadInput
 from gitswarm.model.ids import TASK_ID
@@ -20,10 +21,7 @@ class Registry:
         self.spec_dirs = spec_dirs
 
     def names(self) -> list[str]:
-        names = set(BUILTIN)
-        for directory in self.spec_dirs:
-            names.update(p.stem for p in directory.glob("*.toml") if TASK_ID.fullmatch(p.stem))
-        return sorted(names)
+        return adapter_names(self.spec_dirs)
 
     def get(self, name: str) -> Adapter:
         if name in BUILTIN:
@@ -38,4 +36,4 @@ class Registry:
 
 
 def repo_registry(workdir: Path | None) -> Registry:
-    return Registry([workdir / ".gitswarm" / "adapters"] if workdir is not None else [])
+    return Registry(spec_dirs(workdir))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gitswarm.adapters.base import Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
+from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.merge import (
     ConflictError,
     Mode,
@@ -65,7 +66,7 @@ def verify_now(swarm: Swarm, prefix: str) -> dict:
     """Run the patch's verification again now; the verdict and checks are recorded on its task."""
     patch_id, patch, snapshot = find_patch(swarm, prefix)
     spec = snapshot.task(patch.task).spec
-    auditor = swarm.adapters.get(spec.auditor) if spec.auditor else None
+    auditor = repo_registry(swarm.repo.workdir).get(spec.auditor) if spec.auditor else None
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     ctx = RunContext(patch.job, patch.task, patch.attempt, repo_dir, os.environ)
     result = verify(swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gitswarm.adapters.registry import repo_registry
+from gitswarm.adapters.names import adapter_names, spec_dirs
 from gitswarm.model import codec
 from gitswarm.model.artifacts import describe
 from gitswarm.model.errors import BadInput, NotFound
@@ -54,7 +54,6 @@ class Swarm:
         self.index = Index(self.repo.common_dir)
         self.refs = JobRefs(self.repo, self.actor)
         self.ledger = Ledger(self.refs, self.index)
-        self.adapters = repo_registry(self.repo.workdir)
         self.notices: list[str] = []  # things the user should know that are not errors
         self.index.refresh(self.refs)
 
@@ -64,7 +63,7 @@ class Swarm:
     # -- names ----------------------------------------------------------------------------
 
     def known_adapters(self) -> list[str]:
-        return self.adapters.names()
+        return adapter_names(spec_dirs(self.repo.workdir))
 
     def resolve_job(self, prefix: str) -> str:
         """The job a prefix names; a job whose records cannot be read raises why."""

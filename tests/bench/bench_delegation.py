@@ -50,12 +50,18 @@ def main() -> None:
     trees = Worktrees(repo, repo / ".git", root=repo / ".git" / "gitswarm" / "worktrees")
     plain, ours = [], []
     for n in range(RUNS):
-        start = time.perf_counter()
-        git(["worktree", "add", "-q", "-b", f"plain{n}", str(repo.parent / f"{repo.name}-plain{n}"), base], repo)
-        plain.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        trees.prepare(f"job{n}", "task", base, reset=False)
-        ours.append(time.perf_counter() - start)
+        def run_plain() -> None:
+            start = time.perf_counter()
+            git(["worktree", "add", "-q", "-b", f"plain{n}", str(repo.parent / f"{repo.name}-plain{n}"), base], repo)
+            plain.append(time.perf_counter() - start)
+
+        def run_ours() -> None:
+            start = time.perf_counter()
+            trees.prepare(f"job{n}", "task", base, reset=False)
+            ours.append(time.perf_counter() - start)
+
+        for step in (run_plain, run_ours) if n % 2 == 0 else (run_ours, run_plain):  # neither always goes first
+            step()
     worktree = trees.prepare("job0", "task", base, reset=False)
     captures = []
     for n in range(RUNS):
