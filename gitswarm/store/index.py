@@ -23,7 +23,7 @@ from gitswarm.model.ids import check_job_id
 from gitswarm.model.records import Job, JobState, Task, TaskState
 from gitswarm.store.jobs import JobRefs, Snapshot
 
-INDEX_FORMAT = 2  # 2: tasks.not_before, leases without pgid
+INDEX_FORMAT = 3  # 2: tasks.not_before, leases without pgid; 3: tasks_queued_by_job
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -61,6 +61,7 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_by_seq ON tasks (job, seq);
 CREATE INDEX tasks_by_updated ON tasks (updated);
 CREATE INDEX tasks_queued ON tasks (priority DESC, job, seq) WHERE state = 'queued';
+CREATE INDEX tasks_queued_by_job ON tasks (job, priority DESC, seq) WHERE state = 'queued';
 CREATE TABLE leases (
     job TEXT NOT NULL,
     task TEXT NOT NULL,
