@@ -245,12 +245,12 @@ def delegate(
     """Hand one change to an agent in its own branch and worktree; exit 0 iff the patch was verified."""
     from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
 
-    from gitswarm.engine import patches  # deferred: see the note at the imports
+    from gitswarm.engine import delegate as delegate_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     options = _work_options(1, lease, DEFAULT_OUTPUT_CAP)
     with progress_sink(c.output.json_mode) as sink:
-        data = patches.delegate(c.swarm(), instruction, adapter, list(check), base, options, sink)
+        data = delegate_engine.delegate(c.swarm(), instruction, adapter, list(check), base, options, sink)
     if c.output.json_mode:
         c.output.result(data, str)
     else:

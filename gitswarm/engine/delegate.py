@@ -1,0 +1,18 @@
+"""`gitswarm delegate`: one implement task as its own job, worked to the end."""
+
+from __future__ import annotations
+
+from gitswarm.engine.patches import delegation_spec
+from gitswarm.engine.run import work
+from gitswarm.engine.supervisor import EventSink, WorkOptions
+from gitswarm.engine.swarm import Swarm
+
+
+def delegate(swarm: Swarm, instruction: str, adapter: str, checks: list[str], base: str | None, options: WorkOptions, on_event: EventSink) -> dict:
+    """One implement task as its own job, worked to the end; the job's summary view."""
+    job_id = swarm.submit_text(delegation_spec(instruction, adapter, checks, base), "delegate")
+    on_event({"event": "submitted", "job": job_id})
+    for notice in swarm.notices:
+        on_event({"event": "notice", "message": notice})
+    work(swarm, WorkOptions(workers=1, job=job_id, worker=options.worker), on_event)
+    return swarm.show(job_id)
