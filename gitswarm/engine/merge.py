@@ -22,7 +22,7 @@ from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.engine.verify import clean_checkout, drop_checkout, run_checks
 from gitswarm.model.artifacts import Decision, Patch, Verdict
-from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
 from gitswarm.store.gitcli import GitCommandError, git
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.jobs import Snapshot
@@ -114,19 +114,22 @@ def recheck(
 
 
 def apply_merge(repo: GitRepo, repo_dir: Path, plan: MergePlan, checked_out: Path | None) -> None:
-    """Move the target by CAS, then bring a clean worktree that has it checked out along.
+    """Move the target by CAS, bringing a clean worktree that has it checked out along.
 
-    The worktree update is tried first as a dry run, so that an untracked
-    file in the way refuses the merge before anything moves.
+    The worktree goes first: if it cannot take the merge (an untracked file in
+    the way) nothing has moved. If the CAS then loses, the worktree is put back.
     """
     if checked_out is not None:
         try:
-            git(["read-tree", "-m", "-u", "-n", plan.old, plan.new], checked_out)
+            git(["read-tree", "-m", "-u", plan.old, plan.new], checked_out)
         except GitCommandError as exc:
             raise WorkFailed(f"{checked_out} cannot take the merge: {exc}; nothing merged") from None
-    repo.cas_ref(plan.target, plan.new, plan.old, f"gitswarm: merge patch {plan.patch_id[:12]}")
-    if checked_out is not None:
-        git(["read-tree", "-m", "-u", plan.old, plan.new], checked_out)
+    try:
+        repo.cas_ref(plan.target, plan.new, plan.old, f"gitswarm: merge patch {plan.patch_id[:12]}")
+    except RefConflict:
+        if checked_out is not None:
+            git(["read-tree", "-m", "-u", plan.new, plan.old], checked_out)
+        raise WorkFailed(f"{plan.target.removeprefix('refs/heads/')} moved while merging; nothing merged") from None
 
 
 def merged_decision(plan: MergePlan, now: float) -> Decision:
