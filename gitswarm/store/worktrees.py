@@ -1,12 +1,13 @@
 """Delegation worktrees: one branch and one worktree per implement task, outside the user's tree.
 
     branch    refs/heads/swarm/<job>/<task>
-    worktree  <root>/<job>/<task>      root defaults to <git-common-dir>/gitswarm/worktrees
+    worktree  <root>/<job>/<task>      root: $GITSWARM_WORKTREE_ROOT, else <git-common-dir>/gitswarm/worktrees
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,10 +44,19 @@ class WorktreeViolation(Exception):
     """The worker broke the rules of its worktree (switched branch, rewrote history below the base)."""
 
 
+ROOT_VARIABLE = "GITSWARM_WORKTREE_ROOT"
+
+
+def default_root(common_dir: Path) -> Path:
+    """Where worktrees go: $GITSWARM_WORKTREE_ROOT (e.g. a fast disk), else inside the git dir."""
+    configured = os.environ.get(ROOT_VARIABLE)
+    return Path(configured).expanduser().resolve() if configured else common_dir / "gitswarm" / "worktrees"
+
+
 class Worktrees:
     def __init__(self, repo_dir: Path, common_dir: Path, root: Path | None = None) -> None:
         self.repo_dir = repo_dir
-        self.root = root or common_dir / "gitswarm" / "worktrees"
+        self.root = root or default_root(common_dir)
 
     def path_for(self, job: str, task: str) -> Path:
         return self.root / job / task

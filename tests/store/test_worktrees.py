@@ -237,3 +237,13 @@ def test_worktree_root_can_be_elsewhere(repo: Path, base: str, tmp_path: Path) -
     wt = trees.prepare(JOB, TASK, base, reset=False)
     assert wt == Worktree(tmp_path / "elsewhere" / JOB / TASK, branch_name(JOB, TASK), base)
     assert trees.listing()[0]["path"] == str(wt.path)
+
+
+def test_the_worktree_root_can_be_configured(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "fast-disk"
+    monkeypatch.setenv("GITSWARM_WORKTREE_ROOT", str(root))
+    trees = Worktrees(repo, repo / ".git")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    worktree = trees.prepare("job1", "task1", base, reset=False)
+    assert worktree.path == root.resolve() / "job1" / "task1"
+    assert (worktree.path / "README.md").read_text() == "hello\n"
