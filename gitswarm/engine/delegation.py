@@ -18,7 +18,8 @@ from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, Run
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.shell import tail
 from gitswarm.engine.verify import outside_state, verify
-from gitswarm.model.artifacts import Artifact, Check, Patch
+from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
+from gitswarm.model.records import TaskSpec
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.worktrees import Worktrees, WorktreeViolation
 
@@ -34,7 +35,9 @@ class Delegation:
     now: Callable[[], float]
     auditor: Adapter | None = None
 
-    def run(self, adapter: Adapter, ctx: RunContext, base: str, spec, run: Runner, lost: Callable[[], bool]) -> Outcome:
+    def run(
+        self, adapter: Adapter, ctx: RunContext, base: str, spec: TaskSpec, run: Runner, lost: Callable[[], bool]
+    ) -> Outcome:
         repo_dir = self.repo.workdir or self.repo.common_dir
         worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True)
         included = self.worktrees.copy_includes(worktree, repo_dir)
@@ -87,7 +90,7 @@ class Delegation:
             ok=False, error=f"rejected: the patch failed verification after {rounds} repair round(s)", artifacts=artifacts, retryable=False
         )
 
-    def _repair_prompt(self, spec, checks: list[Check], verdict) -> str:
+    def _repair_prompt(self, spec: TaskSpec, checks: list[Check], verdict: Verdict) -> str:
         lines = [spec.prompt or "", "", f"Your change (commit {verdict.head[:12]}) was rejected: {verdict.status}/{verdict.integrity}/{verdict.contract}."]
         for check in checks:
             if not check.passed:

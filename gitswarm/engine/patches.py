@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from gitswarm.adapters.base import Invocation, RunContext
+from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.merge import (
@@ -53,7 +53,7 @@ def patch_diff(swarm: Swarm, prefix: str) -> bytes:
     return swarm.repo.read_blob(patch.diff.oid)
 
 
-def _store(swarm: Swarm):
+def _store(swarm: Swarm) -> BlobWriter:
     def store(data: bytes, dropped: int) -> BlobRef:
         return BlobRef(oid=swarm.repo.write_blob(data), size=len(data) + dropped, truncated=dropped)
 
