@@ -31,7 +31,6 @@ class TaskState(enum.StrEnum):
 TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
 #: Terminal states that make every dependent skipped.
 POISON = frozenset({TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
-STATE_ORDER = tuple(TaskState)
 
 
 class Defaults(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -102,12 +102,6 @@ class PygitRepo:
         except FileNotFoundError:
             pass
 
-    def delete_ref(self, name: str, expected: str) -> None:
-        ref = self.repo.references.get(name)
-        if ref is None or str(ref.target) != expected:
-            raise RefConflict(f"{name} moved; not deleting")
-        ref.delete()
-
     def write_blob(self, data: bytes) -> str:
         return str(self.repo.create_blob(data))
 
@@ -244,9 +238,6 @@ class PygitRepo:
             return None, paths
         return str(index.write_tree(self.repo)), []
 
-    def merge_base(self, a: str, b: str) -> str | None:
-        base = self.repo.merge_base(pygit2.Oid(hex=a), pygit2.Oid(hex=b))
-        return None if base is None else str(base)
 
 
 def open_repo(path: str | os.PathLike[str] = ".") -> PygitRepo:

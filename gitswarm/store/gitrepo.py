@@ -34,8 +34,6 @@ class GitRepo(Protocol):
     def cas_ref(self, name: str, new: str, expected: str | None, message: str = "") -> None:
         """Point `name` at `new` only if it still points at `expected` (None: absent); else RefConflict."""
 
-    def delete_ref(self, name: str, expected: str) -> None: ...
-
     def write_blob(self, data: bytes) -> str: ...
 
     def read_blob(self, oid: str) -> bytes: ...
@@ -55,8 +53,6 @@ class GitRepo(Protocol):
 
     def walk(self, tip: str) -> Iterator[CommitInfo]:
         """Commits reachable from `tip`, oldest first (topological)."""
-
-    def merge_base(self, a: str, b: str) -> str | None: ...
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool: ...
 
