@@ -48,6 +48,8 @@ def add_note_line(repo: GitRepo, commit: str, line: bytes, who: tuple[str, str],
         path = _note_path(repo, tree, commit) if tree else commit
         existing = repo.tree_entry(tree, path) if tree else None
         lines = set(repo.read_blob(existing).splitlines()) if existing else set()
+        if line in lines:
+            return  # already there (a retry after a write that did land): adding is idempotent
         lines.discard(b"")
         lines.add(line)
         blob = repo.write_blob(b"\n".join(sorted(lines)) + b"\n")
