@@ -215,19 +215,18 @@ class Index:
         return dict(self.db.execute("SELECT id, tip FROM jobs").fetchall())
 
     def refresh(self, refs: JobRefs, only: Iterable[str] | None = None) -> list[str]:
-        """Re-index every job whose ref tip differs from the one indexed; returns their ids."""
-        current = refs.tips()
-        if only is not None:
-            wanted = set(only)
-            current = {job: tip for job, tip in current.items() if job in wanted}
-        indexed = self.tips()
-        if only is not None:
-            indexed = {job: tip for job, tip in indexed.items() if job in wanted}
-        moved = [job for job, tip in current.items() if indexed.get(job) != tip]
-        gone = [job for job in indexed if job not in current]
+        """Re-index every job whose ref tip differs from the one indexed; returns their ids.
+
+        The tips are compared once without the lock (the common case: nothing
+        moved) and again under it, because a writer may be between its ref CAS
+        and its commit: re-indexing from a tip read before the lock would undo
+        that writer's update (a claimed task back to queued, its lease gone).
+        """
+        moved, gone, _ = self._stale(refs, only)
         if not moved and not gone:
             return []
         with self.immediate():
+            moved, gone, current = self._stale(refs, only)
             for job in gone:
                 self._forget(job)
             for job in moved:
@@ -239,6 +238,18 @@ class Index:
                     self._forget(job)
                     self.invalid[job] = exc
         return moved + gone
+
+    def _stale(self, refs: JobRefs, only: Iterable[str] | None) -> tuple[list[str], list[str], dict[str, str]]:
+        """(jobs whose ref moved, jobs whose ref is gone, the current tips)."""
+        current = refs.tips()
+        indexed = self.tips()
+        if only is not None:
+            wanted = set(only)
+            current = {job: tip for job, tip in current.items() if job in wanted}
+            indexed = {job: tip for job, tip in indexed.items() if job in wanted}
+        moved = [job for job, tip in current.items() if indexed.get(job) != tip]
+        gone = [job for job in indexed if job not in current]
+        return moved, gone, current
 
     def _forget(self, job_id: str) -> None:
         for table, column in (("jobs", "id"), ("tasks", "job"), ("leases", "job"), ("artifacts", "job")):
