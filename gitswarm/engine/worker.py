@@ -67,10 +67,13 @@ class Worker:
         self.on_adapter = on_adapter  # told each adapter's process group id, and 0 when it is gone
         self.registry = registry or repo_registry(repo.workdir)
         self.worktrees = worktrees or Worktrees(repo.workdir or repo.common_dir, repo.common_dir)
+        self.next_lease: Lease | None = None  # claimed together with the last finish
 
     def step(self) -> StepResult:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
-        lease = self.ledger.claim(self.owner, self.options.lease, self.clock(), job_id=self.options.job)
+        lease, self.next_lease = self.next_lease, None
+        if lease is None:
+            lease = self.ledger.claim(self.owner, self.options.lease, self.clock(), job_id=self.options.job)
         if lease is None:
             return StepResult(None)
         return self.execute(lease)
@@ -116,9 +119,17 @@ class Worker:
         return run
 
     def _finish(self, lease: Lease, outcome: Outcome) -> StepResult:
+        """Write the result and, in the same critical section, claim the next task."""
         try:
-            self.ledger.finish(
-                lease, outcome.ok, self.clock(), error=outcome.error, artifacts=outcome.artifacts, retryable=outcome.retryable
+            _, self.next_lease = self.ledger.finish_and_claim(
+                lease,
+                outcome.ok,
+                self.clock(),
+                self.options.lease,
+                error=outcome.error,
+                artifacts=outcome.artifacts,
+                retryable=outcome.retryable,
+                job_id=self.options.job,
             )
         except LeaseLost as exc:
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
