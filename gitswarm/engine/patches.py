@@ -131,7 +131,7 @@ def worktree_list(swarm: Swarm) -> dict:
     out = []
     for entry in trees.listing():
         _, job, task = entry["branch"].split("/", 2)
-        state = next((t["state"] for t in swarm.index.tasks(job) if t["id"] == task), None) if job in swarm.index.job_ids() else None
+        state = swarm.index.task_state(job, task)
         out.append({**entry, "job": job, "task": task, "state": state, "clean": trees.is_clean(Path(entry["path"]))})
     return {"worktrees": out}
 

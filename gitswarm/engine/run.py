@@ -29,9 +29,9 @@ def write_summary(swarm: Swarm, job_id: str) -> str | None:
 
 
 def work(swarm: Swarm, options: WorkOptions, on_event: EventSink) -> dict:
-    """Run workers until done; stitch every job that finished meanwhile."""
-    Supervisor(swarm, options, on_event).run()
-    jobs = [options.job] if options.job else swarm.index.job_ids()
+    """Run workers until done; stitch every job that this run moved and that has finished."""
+    touched = Supervisor(swarm, options, on_event).run()
+    jobs = [options.job] if options.job else sorted(touched)
     stitched = [job for job in jobs if write_summary(swarm, job)]
     return {"jobs": stitched}
 

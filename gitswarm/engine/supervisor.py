@@ -88,7 +88,9 @@ class Supervisor:
         self.workers: dict[str, multiprocessing.Process] = {}
         self.adapter_pgids: dict[str, Any] = {}  # owner -> shared int: its running adapter's group
         self.seen: dict[tuple[str, str], tuple[str, int]] = {}
-        self.since = 0.0
+        # One job: report all its tasks. The whole queue: only what changes from now on,
+        # not every task the repository ever ran.
+        self.since = 0.0 if options.job else swarm.clock()
         self.path = str(swarm.repo.workdir or swarm.repo.common_dir)
 
     def _start_worker(self) -> None:
@@ -99,8 +101,9 @@ class Supervisor:
         self.workers[owner] = process
         self.adapter_pgids[owner] = pgid
 
-    def run(self) -> None:
-        """Work until done; Ctrl-C stops every worker and requeues what they held."""
+    def run(self) -> set[str]:
+        """Work until done; the jobs whose tasks changed meanwhile. Ctrl-C stops every worker
+        and requeues what they held."""
         started = time.monotonic()
         self.on_event({"event": "start", "job": self.options.job, "workers": self.options.workers})
         for _ in range(self.options.workers):
@@ -119,6 +122,7 @@ class Supervisor:
         finally:
             self._report()
         self.on_event({"event": "done", "job": self.options.job, "wall": round(time.monotonic() - started, 3)})
+        return {job for job, _ in self.seen}
 
     def _reap(self) -> None:
         done = is_done(self.swarm, self.options)

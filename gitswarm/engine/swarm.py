@@ -77,7 +77,7 @@ class Swarm:
         job_prefix, task_id = split_task_ref(ref)
         if job_prefix is not None:
             job_id = self.resolve_job(job_prefix)
-            if not any(t["id"] == task_id for t in self.index.tasks(job_id)):
+            if self.index.task_state(job_id, task_id) is None:
                 raise NotFound(f"job {job_id} has no task {task_id!r}")
             return job_id, task_id
         jobs = self.index.jobs_with_task(task_id, unfinished=True)
@@ -204,8 +204,7 @@ class Swarm:
         self.ledger = Ledger(self.refs, self.index)
         self.index.refresh(self.refs)
         jobs = self.index.job_ids()
-        tasks = sum(len(self.index.tasks(job)) for job in jobs)
-        return {"jobs": len(jobs), "tasks": tasks, "invalid": sorted(self.index.invalid), "path": str(self.index.path)}
+        return {"jobs": len(jobs), "tasks": self.index.task_count(), "invalid": sorted(self.index.invalid), "path": str(self.index.path)}
 
 
 def _changed(tasks: dict) -> dict[str, str]:

@@ -102,6 +102,14 @@ def index_path(common_dir: Path) -> Path:
     return common_dir / "gitswarm" / "index.sqlite"
 
 
+JOB_COLUMNS = "id, goal, created, status, counts, updated"
+
+
+def _job_view(row: tuple) -> dict:
+    job_id, goal, created, status, counts, updated = row
+    return {"id": job_id, "goal": goal, "status": status, "created": created, "updated": updated, "counts": json.loads(counts)}
+
+
 def _task_row(job_id: str, task: Task) -> tuple:
     spec = task.spec
     return (
@@ -331,23 +339,20 @@ class Index:
         return row[0] if row else None
 
     def jobs(self) -> list[dict]:
-        rows = self.db.execute(
-            "SELECT id, goal, created, status, cancelled, counts, updated FROM jobs ORDER BY id"
-        ).fetchall()
-        return [
-            {
-                "id": job_id,
-                "goal": goal,
-                "status": status,
-                "created": created,
-                "updated": updated,
-                "counts": json.loads(counts),
-            }
-            for job_id, goal, created, status, cancelled, counts, updated in rows
-        ]
+        rows = self.db.execute(f"SELECT {JOB_COLUMNS} FROM jobs ORDER BY id").fetchall()
+        return [_job_view(row) for row in rows]
 
     def job(self, job_id: str) -> dict | None:
-        return next((j for j in self.jobs() if j["id"] == job_id), None)
+        row = self.db.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else _job_view(row)
+
+    def task_state(self, job_id: str, task_id: str) -> str | None:
+        """One task's state, or None when the job has no such task."""
+        row = self.db.execute("SELECT state FROM tasks WHERE job = ? AND id = ?", (job_id, task_id)).fetchone()
+        return None if row is None else row[0]
+
+    def task_count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM tasks").fetchone()[0]
 
     def tasks(self, job_id: str) -> list[dict]:
         # In primary-key order, sorted here: ordering by seq in SQL costs a b-tree lookup per row.
