@@ -11,6 +11,7 @@ import typer
 from gitswarm import __version__
 from gitswarm.cli import render
 from gitswarm.cli.output import Output
+from gitswarm.cli.progress import print_markdown, progress_sink
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import EXIT_FAILED, BadInput
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 # No `from __future__ import annotations` here: typer would have to eval
 # every annotation string of every command at each start-up (~10 ms).
-# Commands that supervise workers, run agents or render progress import their
-# engine modules (multiprocessing, rich, worktrees, ...) when they run: every
+# Commands that supervise workers or run agents import their engine modules
+# (multiprocessing, worktrees, ...) when they run; rich is imported only to draw: every
 # other command, `status` first, must not pay for them at start-up.
 
 app = typer.Typer(
@@ -112,8 +113,6 @@ def show(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or 
     c = _ctx(ctx)
     data = c.swarm().show(job)
     if "summary" in data and not c.output.json_mode:
-        from gitswarm.cli.progress import print_markdown  # rich is slow to import; only here
-
         print_markdown(data["summary"]["text"])
         return
     c.output.result(data, render.show)
@@ -144,8 +143,6 @@ def run(
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
 ) -> None:
     """Submit a job, work it to the end, print its summary; exit 0 iff every task succeeded."""
-    from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
-
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
@@ -171,8 +168,6 @@ def work(
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
 ) -> None:
     """Run workers on queued tasks (until the job is done, or with --until-idle the queue; else until Ctrl-C)."""
-    from gitswarm.cli.progress import progress_sink  # rich is slow to import; only here
-
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
@@ -243,8 +238,6 @@ def delegate(
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
 ) -> None:
     """Hand one change to an agent in its own branch and worktree; exit 0 iff the patch was verified."""
-    from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
-
     from gitswarm.engine import delegate as delegate_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
@@ -353,8 +346,6 @@ def doctor(ctx: typer.Context) -> None:
 @app.command()
 def demo(ctx: typer.Context) -> None:
     """Run a small job of shell tasks in a throwaway repository and print its summary."""
-    from gitswarm.cli.progress import print_markdown, progress_sink  # rich is slow to import; only here
-
     from gitswarm.engine import demo as demo_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)

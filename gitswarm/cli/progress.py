@@ -1,34 +1,22 @@
-"""Live progress of `run` and `work`: a rich view on a terminal, JSON lines otherwise.
+"""Progress of `run` and `work`: JSON lines on stderr, or a live view on a terminal.
 
-Imported only by the commands that show progress: rich costs ~80 ms to
-import, which every other command would otherwise pay at start-up.
+rich costs ~60 ms to import, so it is imported only when it draws: the live
+view (gitswarm.cli.live) on a terminal, and markdown for a terminal. With
+--json or a pipe, `run` never pays for it.
 """
 
 from __future__ import annotations
 
-import collections
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from rich.console import Console, Group
-from rich.live import Live
-from rich.markdown import Markdown
-from rich.table import Table
-from rich.text import Text
 
-RECENT = 8
+if TYPE_CHECKING:
+    from gitswarm.cli.live import LiveView
+
 _json = msgspec.json.Encoder()  # keeps "event" first, as written
-STATE_STYLES = {
-    "succeeded": "green",
-    "failed": "red",
-    "cancelled": "yellow",
-    "skipped": "yellow",
-    "running": "cyan",
-    "queued": "white",
-    "blocked": "dim",
-}
 
 
 class JsonEvents:
@@ -45,70 +33,20 @@ class JsonEvents:
         sys.stderr.flush()
 
 
-class LiveView:
-    """Counts by state, running tasks with elapsed time, recent outcomes."""
-
-    def __init__(self) -> None:
-        self.console = Console(stderr=True)
-        self.states: dict[tuple[str, str], str] = {}
-        self.running: dict[tuple[str, str], float] = {}
-        self.recent: collections.deque[str] = collections.deque(maxlen=RECENT)
-        self.note = "starting workers"
-        self.live = Live(console=self.console, refresh_per_second=8, get_renderable=self.render, transient=False)
-
-    def __enter__(self) -> LiveView:
-        self.live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.live.stop()
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event["event"]
-        if kind == "task":
-            key = (event["job"], event["task"])
-            self.states[key] = event["state"]
-            if event["state"] == "running":
-                self.running[key] = time.monotonic()
-            else:
-                self.running.pop(key, None)
-            if event["state"] in ("succeeded", "failed", "cancelled", "skipped") or event.get("error"):
-                detail = f": {event['error']}" if event.get("error") else ""
-                self.recent.append(f"[{STATE_STYLES.get(event['state'], '')}]{event['task']} {event['state']}[/]{detail}")
-        elif kind == "worker_exit":
-            self.recent.append(f"[yellow]worker {event['worker']} exited ({event['code']}); requeued {len(event['requeued'])}[/]")
-        elif kind == "notice":
-            self.console.print(f"[yellow]note:[/] {event['message']}")
-        elif kind == "demo":
-            self.console.print(f"demo repository: {event['repository']}")
-        elif kind == "submitted":
-            self.note = f"job {event['job']}"
-        elif kind == "start":
-            self.note = f"{event['workers']} workers" + (f" on job {event['job']}" if event.get("job") else "")
-
-    def render(self) -> Group:
-        counts = collections.Counter(self.states.values())
-        line = Text(self.note + "  ")
-        for state, style in STATE_STYLES.items():
-            if counts.get(state):
-                line.append(f"{counts[state]} {state}  ", style=style)
-        table = Table(show_header=False, box=None, padding=(0, 1))
-        now = time.monotonic()
-        for (job, task), since in sorted(self.running.items(), key=lambda kv: kv[1])[:10]:
-            table.add_row("[cyan]running[/]", task, f"{now - since:5.1f}s")
-        recent = [Text.from_markup(r) for r in self.recent]
-        return Group(line, table, *recent)
-
-
 def progress_sink(json_mode: bool) -> JsonEvents | LiveView:
     if json_mode or not sys.stderr.isatty():
         return JsonEvents()
+    from gitswarm.cli.live import LiveView  # rich: only on a terminal
+
     return LiveView()
 
 
 def print_markdown(text: str) -> None:
     """Markdown, rendered on a terminal; the text itself otherwise."""
-    if sys.stdout.isatty():
-        Console().print(Markdown(text))
-    else:
+    if not sys.stdout.isatty():
         sys.stdout.write(text)
+        return
+    from rich.console import Console  # rich: only on a terminal
+    from rich.markdown import Markdown
+
+    Console().print(Markdown(text))

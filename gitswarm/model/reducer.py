@@ -8,7 +8,7 @@ the index only mirrors what it produces.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -208,3 +208,24 @@ def apply(op: Op, state: JobState, lookup: TaskLookup, task_ids: Callable[[], li
     not apply.
     """
     return _Apply(op, state, lookup, task_ids).run()
+
+
+def apply_all(
+    ops: Sequence[Op], state: JobState, lookup: TaskLookup, task_ids: Callable[[], list[str]] = _no_task_ids
+) -> Change:
+    """Apply several operations in order, each seeing the tasks the earlier ones changed.
+
+    All or nothing: if any operation does not apply, the error is raised and
+    nothing is changed.
+    """
+    changed: dict[str, Task] = {}
+
+    def current(task_id: str) -> Task:
+        found = changed.get(task_id)
+        return found if found is not None else lookup(task_id)
+
+    for op in ops:
+        change = apply(op, state, current, task_ids)
+        state = change.state
+        changed.update(change.tasks)
+    return Change(state=state, tasks=changed)

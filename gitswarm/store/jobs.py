@@ -7,7 +7,7 @@ one tree read and a write touches only the paths that changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from gitswarm.model import codec
 from gitswarm.model.artifacts import Artifact, artifact_id, blob_refs
@@ -15,7 +15,7 @@ from gitswarm.model.errors import CorruptRecord, NotFound
 from gitswarm.model.ids import new_id
 from gitswarm.model.ops import JobCreated, Op, title
 from gitswarm.model.records import Job, JobState, Task
-from gitswarm.model.reducer import Change, apply
+from gitswarm.model.reducer import Change, apply, apply_all
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
 
@@ -68,23 +68,23 @@ class Snapshot:
             self._tasks[task_id] = found
         return found
 
+    def _fanned(self, prefix: str) -> list[str]:
+        """Every name in the fan-out subtrees `<prefix><fan>/` of the root."""
+        names = []
+        for fan, fan_oid, is_tree in self.repo.tree_items(self.tree):
+            if is_tree and fan.startswith(prefix):
+                names.extend(name for name, _, _ in self.repo.tree_items(fan_oid))
+        return names
+
     def task_ids(self) -> list[str]:
-        ids = []
-        for fan, fan_oid, is_tree in self.repo.tree_items(self.tree, layout.TASKS_DIR):
-            if is_tree:
-                ids.extend(name for name, _, _ in self.repo.tree_items(fan_oid))
-        return ids
+        return self._fanned(layout.TASKS_FANS)
 
     def tasks(self) -> list[Task]:
         """Every task of the job, in spec order."""
         return sorted((self.task(t) for t in self.task_ids()), key=lambda t: t.spec.seq)
 
     def artifact_ids(self) -> list[str]:
-        ids = []
-        for _, fan_oid, is_tree in self.repo.tree_items(self.tree, layout.ARTIFACTS_DIR):
-            if is_tree:
-                ids.extend(name for name, _, _ in self.repo.tree_items(fan_oid))
-        return ids
+        return self._fanned(layout.ARTIFACTS_FANS)
 
     def artifact(self, artifact_id_: str) -> Artifact:
         path = layout.artifact_path(artifact_id_)
@@ -94,13 +94,19 @@ class Snapshot:
         return codec.decode(data, Artifact, f"{self.where}:{path}")
 
 
-def op_message(op: Op) -> str:
-    return f"{title(op)}\n\n{codec.encode(op).decode()}\n"
+def op_message(ops: Sequence[Op]) -> str:
+    """Title line(s) joined by '; ', a blank line, then one canonical JSON op per line."""
+    titles = "; ".join(title(op) for op in ops)
+    return f"{titles}\n\n" + "".join(codec.encode(op).decode() + "\n" for op in ops)
 
 
-def parse_op(commit: CommitInfo, where: str) -> Op:
+def parse_ops(commit: CommitInfo, where: str) -> list[Op]:
+    """The operations a commit records, in the order they were applied."""
     _, _, body = commit.message.partition("\n\n")
-    return codec.decode(body.strip().encode(), Op, f"{where}@{commit.oid[:12]}")
+    lines = [line for line in body.splitlines() if line.strip()]
+    if not lines:
+        raise CorruptRecord(f"{where}@{commit.oid[:12]}: commit records no operation")
+    return [codec.decode(line.encode(), Op, f"{where}@{commit.oid[:12]}") for line in lines]
 
 
 class JobRefs:
@@ -110,6 +116,17 @@ class JobRefs:
         self.repo = repo
         self.actor = actor
         self._jobs: dict[str, Job] = {}  # Job records never change once written
+        self._written: dict[str, str] = {}  # artifact id -> its record's blob, written ahead
+
+    def write_artifacts(self, artifacts: Iterable[Artifact]) -> None:
+        """Write artifact records now, before the caller takes the write lock.
+
+        They are content-addressed and do not depend on the job's state, so
+        the commit that records them later only links them: fewer files are
+        created while every other writer waits.
+        """
+        for artifact in artifacts:
+            self._written[artifact_id(artifact)] = self.repo.write_blob(codec.encode(artifact))
 
     def tips(self) -> dict[str, str]:
         prefix = layout.JOBS_PREFIX
@@ -124,27 +141,33 @@ class JobRefs:
         self._jobs[job_id] = snapshot.job
         return snapshot
 
-    def next_op(self, kind: type, snapshot: Snapshot | None, now: float, **fields: object) -> Op:
-        """A new operation stamped with the next Lamport clock of the job."""
-        clock = (snapshot.state.clock if snapshot else 0) + 1
+    def next_op(self, kind: type, snapshot: Snapshot | None, now: float, after: int = 0, **fields: object) -> Op:
+        """A new operation stamped with the next Lamport clock of the job (`after` ops later)."""
+        clock = (snapshot.state.clock if snapshot else 0) + 1 + after
         return kind(id=new_id(now), clock=clock, at=now, actor=self.actor, **fields)
 
     def create(self, op: JobCreated) -> tuple[str, Change]:
         """Write a new job's first commit and create its ref (CAS against absence)."""
         change = apply(op, JobState(), _no_tasks)
         paths = {layout.JOB_PATH: self.repo.write_blob(codec.encode(op.job))}
-        tip = self._commit(None, None, op, change, paths, ())
+        tip = self._commit(None, None, (op,), change, paths, ())
         self.repo.cas_ref(layout.job_ref(op.job.id), tip, None, "gitswarm: create job")
         return tip, change
 
-    def append(self, snapshot: Snapshot, op: Op, artifacts: Iterable[Artifact] = ()) -> tuple[str, Change]:
-        """Apply `op` on `snapshot`, commit it, and CAS the ref from snapshot.tip.
+    def append(
+        self, snapshot: Snapshot, ops: Op | Sequence[Op], artifacts: Iterable[Artifact] = ()
+    ) -> tuple[str, Change]:
+        """Apply `ops` in order on `snapshot`, commit them, and CAS the ref from snapshot.tip.
 
-        Raises InvalidTransition/LeaseLost (nothing written) when the op does
-        not apply, RefConflict when the ref moved since the snapshot.
+        Several operations share one commit only when one writer makes them
+        together (a finish and the worker's next claim): one tree and one ref
+        write instead of two. Raises InvalidTransition/LeaseLost (nothing
+        written) when an op does not apply, RefConflict when the ref moved
+        since the snapshot.
         """
-        change = apply(op, snapshot.state, snapshot.task, snapshot.task_ids)
-        tip = self._commit(snapshot.tree, snapshot.tip, op, change, {}, artifacts)
+        ops = (ops,) if not isinstance(ops, Sequence) else tuple(ops)
+        change = apply_all(ops, snapshot.state, snapshot.task, snapshot.task_ids)
+        tip = self._commit(snapshot.tree, snapshot.tip, ops, change, {}, artifacts)
         self.repo.cas_ref(layout.job_ref(snapshot.job_id), tip, snapshot.tip, "gitswarm")
         return tip, change
 
@@ -152,7 +175,7 @@ class JobRefs:
         self,
         tree: str | None,
         parent: str | None,
-        op: Op,
+        ops: Sequence[Op],
         change: Change,
         paths: dict[str, str | None],
         artifacts: Iterable[Artifact],
@@ -162,13 +185,15 @@ class JobRefs:
         for task in change.tasks.values():
             paths[layout.task_path(task.id)] = write(codec.encode(task))
         for artifact in artifacts:
-            data = codec.encode(artifact)
-            paths[layout.artifact_path(artifact_id(artifact))] = write(data)
+            key = artifact_id(artifact)
+            oid = self._written.pop(key, None)
+            paths[layout.artifact_path(key)] = oid if oid is not None else write(codec.encode(artifact))
             for ref in blob_refs(artifact):
                 paths[layout.blob_path(ref.oid)] = ref.oid
         new_tree = self.repo.update_tree(tree, paths)
-        who = (COMMITTER, f"{op.actor}@gitswarm")
-        return self.repo.commit(new_tree, [parent] if parent else [], op_message(op), who, op.at)
+        last = ops[-1]
+        who = (COMMITTER, f"{last.actor}@gitswarm")
+        return self.repo.commit(new_tree, [parent] if parent else [], op_message(ops), who, last.at)
 
     def history(self, job_id: str) -> Iterator[tuple[CommitInfo, Op]]:
         """Every (commit, operation) of a job, oldest first."""
@@ -177,7 +202,8 @@ class JobRefs:
             raise NotFound(f"no job {job_id}")
         where = layout.job_ref(job_id)
         for commit in self.repo.walk(tip):
-            yield commit, parse_op(commit, where)
+            for op in parse_ops(commit, where):
+                yield commit, op
 
 
 def _no_tasks(task_id: str) -> Task:

@@ -3,9 +3,13 @@
     refs/swarm/jobs/<job-id>            one ref per job
       job                               Job record
       state                             JobState record
-      tasks/<fan>/<task-id>             Task record; fan = sha256(task-id)[:2]
-      artifacts/<id[:2]>/<id>           artifact record; id = sha256(record)
-      blobs/<oid[:2]>/<oid>             raw output an artifact points at
+      tasks.<fan>/<task-id>             Task record; fan = sha256(task-id)[:2]
+      artifacts.<id[:2]>/<id>           artifact record; id = sha256(record)
+      blobs.<oid[:2]>/<oid>             raw output an artifact points at
+
+The fan-out directories sit in the root tree itself rather than under a
+`tasks/` directory: a write then rewrites one tree fewer per kind of record,
+and tree writes are most of what a transition costs.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ JOBS_PREFIX = "refs/swarm/jobs/"
 NOTES_REF = "refs/notes/swarm"
 JOB_PATH = "job"
 STATE_PATH = "state"
-TASKS_DIR = "tasks"
-ARTIFACTS_DIR = "artifacts"
-BLOBS_DIR = "blobs"
+TASKS_FANS = "tasks."
+ARTIFACTS_FANS = "artifacts."
+BLOBS_FANS = "blobs."
 
 
 def job_ref(job_id: str) -> str:
@@ -30,12 +34,12 @@ def task_fan(task_id: str) -> str:
 
 
 def task_path(task_id: str) -> str:
-    return f"{TASKS_DIR}/{task_fan(task_id)}/{task_id}"
+    return f"{TASKS_FANS}{task_fan(task_id)}/{task_id}"
 
 
 def artifact_path(artifact_id: str) -> str:
-    return f"{ARTIFACTS_DIR}/{artifact_id[:2]}/{artifact_id}"
+    return f"{ARTIFACTS_FANS}{artifact_id[:2]}/{artifact_id}"
 
 
 def blob_path(oid: str) -> str:
-    return f"{BLOBS_DIR}/{oid[:2]}/{oid}"
+    return f"{BLOBS_FANS}{oid[:2]}/{oid}"

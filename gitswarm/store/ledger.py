@@ -19,8 +19,8 @@ from gitswarm.model.artifacts import Artifact, artifact_id
 from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, NotFound, RefConflict
 from gitswarm.model.ids import new_id
 from gitswarm.model.ops import ArtifactsRecorded, Cancelled, JobCreated, LeaseExpired, Retried, TaskClaimed, TaskFinished
-from gitswarm.model.records import Job, Task, TaskSpec
-from gitswarm.model.reducer import Change
+from gitswarm.model.records import Job, Task, TaskSpec, TaskState
+from gitswarm.model.reducer import Change, apply
 from gitswarm.model.spec import JobSpec
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
@@ -146,34 +146,41 @@ class Ledger:
         return query + " ORDER BY t.priority DESC, t.job, t.seq LIMIT ?", [*params, CLAIM_SPREAD]
 
     def _claim_locked(self, owner: str, ttl: float, now: float, job_id: str | None) -> Lease | None:
+        pick = self._pick(now, job_id)
+        return None if pick is None else self._claim_chosen(*pick, owner, ttl, now)
+
+    def _pick(self, now: float, job_id: str | None, pending: Change | None = None, pending_job: str = "") -> tuple[str, str] | None:
+        """The (job, task) to claim next: a random one among the top few of the highest priority.
+
+        `pending` is a change of `pending_job` not yet in the index (a finish
+        being written in the same commit): its tasks are judged by it instead.
+        """
         query, params = self._claim_query(now, job_id)
-        rows = self.index.db.execute(query, params).fetchall()
+        rows = [(r[2], r[0], r[1]) for r in self.index.db.execute(query, params)]
+        if pending is not None:
+            rows = [r for r in rows if not (r[1] == pending_job and r[2] in pending.tasks)]
+            if not pending.state.cancelled and job_id in (None, pending_job):
+                rows += [
+                    (t.spec.priority, pending_job, t.id)
+                    for t in pending.tasks.values()
+                    if t.state is TaskState.QUEUED and t.not_before <= now
+                ]
         if not rows:
             return None
-        top = [r for r in rows if r[2] == rows[0][2]]
-        chosen_job, chosen_task, _ = random.choice(top)
-        base: list[str | None] = []
+        top = max(r[0] for r in rows)
+        _, job, task = random.choice([r for r in rows if r[0] == top])
+        return job, task
 
-        def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:
-            task = snapshot.task(chosen_task)
-            base[:] = [snapshot.job.base]
-            op = self.refs.next_op(
-                TaskClaimed, snapshot, now, task=chosen_task, token=task.claims + 1, owner=owner, lease_expires=now + ttl
-            )
-            return op, ()
-
-        _, change = self._transition(chosen_job, build)
-        task = change.tasks[chosen_task]
-        return Lease(
-            job=chosen_job,
-            task=chosen_task,
-            token=task.claims,
-            owner=owner,
-            expires=now + ttl,
-            attempt=task.attempts,
-            spec=task.spec,
-            base=base[0],
+    def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> object:
+        return self.refs.next_op(
+            TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner, lease_expires=now + ttl
         )
+
+    def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease:
+        snapshot, change = self._transition(
+            job_id, lambda s: (self._claim_op(s, s.task(task_id), owner, ttl, now), ())
+        )
+        return _lease(snapshot, change, task_id, owner, now + ttl)
 
     def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
         """Extend a live lease; LeaseLost if it expired, was revoked or superseded."""
@@ -196,6 +203,7 @@ class Ledger:
         retryable: bool = True,
     ) -> Task:
         """A worker's final write, accepted only while its token is current and its lease live."""
+        self.refs.write_artifacts(artifacts)
         with self.index.immediate():
             return self._finish_locked(lease, ok, now, error, artifacts, retryable)
 
@@ -212,38 +220,57 @@ class Ledger:
     ) -> tuple[Task, Lease | None]:
         """finish(), then claim the worker's next task in the same critical section.
 
-        One lock hold instead of two. A refused finish claims nothing.
+        When the next task is in the same job, the finish and the claim share
+        one commit: one tree, one ref write and one index update per task
+        instead of two. The choice sees the tasks the finish unblocks. A
+        refused finish claims nothing.
         """
+        self.refs.write_artifacts(artifacts)
         with self.index.immediate():
-            task = self._finish_locked(lease, ok, now, error, artifacts, retryable)
-            return task, self._claim_locked(lease.owner, ttl, now, job_id)
+            self._check_lease(lease, now)
+            finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
+            picked: list[tuple[str, str] | None] = [None]
 
-    def _finish_locked(
-        self, lease: Lease, ok: bool, now: float, error: str | None, artifacts: Sequence[Artifact], retryable: bool
-    ) -> Task:
-        ids = tuple(artifact_id(a) for a in artifacts)
+            def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:
+                op, _ = finish(snapshot)
+                after = apply(op, snapshot.state, snapshot.task)
+                picked[0] = pick = self._pick(now, job_id, after, lease.job)
+                if pick is None or pick[0] != lease.job:
+                    return op, artifacts
+                task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
+                return [op, self._claim_op(snapshot, task, lease.owner, ttl, now, after=1)], artifacts
+
+            snapshot, change = self._transition(lease.job, build)
+            pick = picked[0]
+            if pick is None:
+                return change.tasks[lease.task], None
+            if pick[0] == lease.job:
+                return change.tasks[lease.task], _lease(snapshot, change, pick[1], lease.owner, now + ttl)
+            return change.tasks[lease.task], self._claim_chosen(*pick, lease.owner, ttl, now)
+
+    def _check_lease(self, lease: Lease, now: float) -> None:
         row = self.index.db.execute(
             "SELECT token, expires FROM leases WHERE job = ? AND task = ?", (lease.job, lease.task)
         ).fetchone()
         if row is None or row[0] != lease.token or row[1] < now:
             raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
-        _, change = self._transition(
-            lease.job,
-            lambda s: (
-                self.refs.next_op(
-                    TaskFinished,
-                    s,
-                    now,
-                    task=lease.task,
-                    token=lease.token,
-                    ok=ok,
-                    error=error,
-                    artifacts=ids,
-                    retryable=retryable,
-                ),
-                artifacts,
+
+    def _finish_builder(
+        self, lease: Lease, ok: bool, now: float, error: str | None, artifacts: Sequence[Artifact], retryable: bool
+    ) -> Callable[[Snapshot], tuple[object, Sequence[Artifact]]]:
+        ids = tuple(artifact_id(a) for a in artifacts)
+        return lambda s: (
+            self.refs.next_op(
+                TaskFinished, s, now, task=lease.task, token=lease.token, ok=ok, error=error, artifacts=ids, retryable=retryable
             ),
+            artifacts,
         )
+
+    def _finish_locked(
+        self, lease: Lease, ok: bool, now: float, error: str | None, artifacts: Sequence[Artifact], retryable: bool
+    ) -> Task:
+        self._check_lease(lease, now)
+        _, change = self._transition(lease.job, self._finish_builder(lease, ok, now, error, artifacts, retryable))
         return change.tasks[lease.task]
 
     def held(self, lease: Lease, now: float) -> bool:
@@ -279,3 +306,18 @@ class Ledger:
                     continue
                 expired.append((job, task))
         return expired
+
+
+def _lease(snapshot: Snapshot, change: Change, task_id: str, owner: str, expires: float) -> Lease:
+    """The lease a claim written in `change` grants."""
+    task = change.tasks[task_id]
+    return Lease(
+        job=snapshot.job_id,
+        task=task_id,
+        token=task.claims,
+        owner=owner,
+        expires=expires,
+        attempt=task.attempts,
+        spec=task.spec,
+        base=snapshot.job.base,
+    )

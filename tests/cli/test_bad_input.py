@@ -404,13 +404,11 @@ def test_plain_status_still_lists_the_other_jobs(
 def test_corrupt_task_record_refuses_that_job(repo: Path) -> None:
     good = submit(repo)
     bad = submit(repo)
-    tasks_tree = git(repo, "rev-parse", f"refs/swarm/jobs/{bad}:tasks").strip()
-    fans = git(repo, "ls-tree", tasks_tree).splitlines()
-    fan = fans[0].split("\t")[1]
-    task_name = git(repo, "ls-tree", f"{tasks_tree}:{fan}").splitlines()[0].split("\t")[1]
+    root = git(repo, "ls-tree", f"refs/swarm/jobs/{bad}").splitlines()
+    fan = next(line.split("\t")[1] for line in root if line.split("\t")[1].startswith("tasks."))
+    task_name = git(repo, "ls-tree", f"refs/swarm/jobs/{bad}:{fan}").splitlines()[0].split("\t")[1]
     new_fan = mktree(repo, [f"100644 blob {hash_object(repo, b'{nope')}\t{task_name}"])
-    new_tasks = mktree(repo, [f"040000 tree {new_fan}\t{fan}" if f.endswith(f"\t{fan}") else f for f in fans])
-    replace_entry(repo, bad, "tasks", f"040000 tree {new_tasks}")
+    replace_entry(repo, bad, fan, f"040000 tree {new_fan}")
     refused(repo, "show", bad)
     assert job_ids(repo) == [good]
 
@@ -420,8 +418,9 @@ def test_malformed_job_ref_never_blocks_other_jobs(repo: Path, target: str) -> N
     good = submit(repo)
     if target == "state_is_a_tree":
         bad = submit(repo)
-        tasks_tree = git(repo, "rev-parse", f"refs/swarm/jobs/{bad}:tasks").strip()
-        replace_entry(repo, bad, "state", f"040000 tree {tasks_tree}")
+        root = git(repo, "ls-tree", f"refs/swarm/jobs/{bad}").splitlines()
+        fan_tree = next(line.split()[2] for line in root if line.split("\t")[1].startswith("tasks."))
+        replace_entry(repo, bad, "state", f"040000 tree {fan_tree}")
     else:
         bad = "01m8vaaaaaaaaaaaaaaaaaaaaa"
         obj = git(repo, "rev-parse", "HEAD:README.md" if target == "blob" else "HEAD").strip()
