@@ -22,6 +22,8 @@ _BLOB = pygit2.enums.FileMode.BLOB
 STALE_LOCK_SECONDS = 2.0
 _LOCK_WAIT_SECONDS = STALE_LOCK_SECONDS + 1.0
 _TREE_CACHE = 1024
+_BLOB_CACHE = 2048
+_BLOB_CACHE_MAX_SIZE = 64 * 1024
 
 # gitswarm only builds trees and commits from objects it has just written, so
 # libgit2's check that each referenced object exists is pure cost (~15% of a
@@ -45,6 +47,10 @@ class PygitRepo:
             raise NotARepository(f"not a git repository (or any parent): {os.fspath(path)}")
         self.repo = pygit2.Repository(found)
         self._trees: dict[str, pygit2.Tree] = {}
+        # Small blobs this process wrote or read, by id. Objects are immutable,
+        # so a record blob written again (the same task record, say) needs no
+        # I/O, and one read again needs no read.
+        self._blobs: dict[str, bytes] = {}
         gitdir = Path(self.repo.path)
         commondir = gitdir / "commondir"
         self._common = (gitdir / commondir.read_text().strip()).resolve() if commondir.exists() else gitdir.resolve()
@@ -103,7 +109,20 @@ class PygitRepo:
             pass
 
     def write_blob(self, data: bytes) -> str:
-        return str(self.repo.create_blob(data))
+        if len(data) > _BLOB_CACHE_MAX_SIZE:
+            return str(self.repo.create_blob(data))
+        oid = str(pygit2.hash(data))  # the blob's id, computed without touching the disk
+        if oid not in self._blobs:
+            self.repo.create_blob(data)
+            self._remember(oid, data)
+        return oid
+
+    def _remember(self, oid: str, data: bytes) -> None:
+        if len(data) > _BLOB_CACHE_MAX_SIZE:
+            return
+        if len(self._blobs) >= _BLOB_CACHE:
+            self._blobs.pop(next(iter(self._blobs)))
+        self._blobs[oid] = data
 
     def _object(self, oid: str, kind: type) -> object:
         try:
@@ -115,7 +134,11 @@ class PygitRepo:
         return found
 
     def read_blob(self, oid: str) -> bytes:
-        return self._object(oid, pygit2.Blob).data
+        found = self._blobs.get(oid)
+        if found is None:
+            found = self._object(oid, pygit2.Blob).data
+            self._remember(oid, found)
+        return found
 
     def commit_info(self, oid: str) -> CommitInfo:
         commit = self._object(oid, pygit2.Commit)

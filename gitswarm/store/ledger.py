@@ -225,10 +225,10 @@ class Ledger:
         instead of two. The choice sees the tasks the finish unblocks. A
         refused finish claims nothing.
         """
+        finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
         self.refs.write_artifacts(artifacts)
         with self.index.immediate():
             self._check_lease(lease, now)
-            finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
             picked: list[tuple[str, str] | None] = [None]
 
             def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gitswarm.engine.supervisor import WorkOptions, worker_main
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.worker import Worker
 from tests.conftest import cli, spec_text
@@ -112,6 +114,7 @@ def test_killing_workers_mid_run_loses_no_task(repo: Path, tmp_path: Path) -> No
 LATE_WRITER = """
 import json, sys, time
 from pathlib import Path
+from gitswarm.engine.supervisor import WorkOptions, worker_main
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.worker import Worker, WorkerOptions
 from gitswarm.model.errors import LeaseLost
@@ -317,3 +320,34 @@ def test_worker_killed_inside_a_ref_update_does_not_wedge_the_job(repo: Path, tm
     code = finish(proc, 40)
     assert code == 0, err.read_text()[-1500:]
     assert cli(repo, "--json", "status", job).json()["status"] == "succeeded"
+
+
+def test_an_idle_worker_stops_as_soon_as_the_done_event_is_set(repo: Path) -> None:
+    """Idle workers sleep with a backoff of up to 200 ms; the shared event ends that at once."""
+    fork = multiprocessing.get_context("fork")
+    done = fork.Event()
+    options = WorkOptions(workers=1)  # no job, no --until-idle: only the event can stop it
+    worker = fork.Process(target=worker_main, args=(str(repo), "w-idle", options, fork.Value("i", 0), done))
+    worker.start()
+    time.sleep(0.8)  # well into its backoff
+    assert worker.is_alive()
+    set_at = time.monotonic()
+    done.set()
+    worker.join(timeout=5)
+    assert worker.exitcode == 0
+    assert time.monotonic() - set_at < 2  # without the event it would never stop
+
+
+def test_the_worker_that_finds_the_job_done_tells_the_others(repo: Path) -> None:
+    swarm = Swarm(repo)
+    job = swarm.submit_text(spec_text('id = "t"\ncommand = "true"'))
+    done = threading.Event()
+    worker_main(str(repo), "w-last", WorkOptions(workers=1, job=job), SharedInt(), done)
+    assert done.is_set()
+    assert swarm.index.job(job)["status"] == "succeeded"
+
+
+class SharedInt:
+    """Stands in for the multiprocessing.Value the supervisor shares with a worker."""
+
+    value = 0
