@@ -12,11 +12,10 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchlib import isolate, print_table
+from benchlib import isolate, print_table, scratch_dir
 
 from gitswarm.store.gitcli import IDENTITY, git
 from gitswarm.store.worktrees import Worktrees
@@ -27,7 +26,7 @@ RUNS = 3 if QUICK else 7
 
 
 def big_repo(files: int) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="bench-deleg-"))
+    path = Path(scratch_dir("bench-deleg-"))
     git(["init", "-q", "-b", "main"], path)
     for i in range(files):
         directory = path / f"d{i % 100:02d}"

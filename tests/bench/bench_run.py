@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchlib import isolate, print_table
+from benchlib import isolate, print_table, scratch_dir
 
 QUICK = "--quick" in sys.argv
 WORKERS = 4
@@ -37,7 +36,7 @@ print(json.dumps({"status": view["status"], "seconds": time.perf_counter() - sta
 
 
 def make_repo(tasks: int) -> tuple[Path, Path]:
-    path = Path(tempfile.mkdtemp(prefix="bench-run-"))
+    path = Path(scratch_dir("bench-run-"))
     subprocess.run(["git", "init", "-q", str(path)], check=True)
     spec = path / "job.toml"
     body = "".join(f'[[tasks]]\nid = "t{i:05d}"\ncommand = "true"\n' for i in range(tasks))

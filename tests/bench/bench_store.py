@@ -11,13 +11,12 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pygit2
 
-from benchlib import isolate, print_table
+from benchlib import isolate, print_table, scratch_dir
 
 from gitswarm.engine.swarm import Swarm
 
@@ -25,7 +24,7 @@ QUICK = "--quick" in sys.argv
 
 
 def new_repo() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="bench-repo-"))
+    path = Path(scratch_dir("bench-repo-"))
     pygit2.init_repository(str(path))
     return path
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 
@@ -14,7 +16,7 @@ def isolate() -> None:
     files, and without them every command compiles its ~45 modules (~50 ms).
     """
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    home = tempfile.mkdtemp(prefix="bench-home-")
+    home = scratch_dir("bench-home-")
     os.environ.update(
         HOME=home,
         GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"),
@@ -24,6 +26,14 @@ def isolate() -> None:
         GIT_COMMITTER_NAME="bench",
         GIT_COMMITTER_EMAIL="bench@example.com",
     )
+
+
+def scratch_dir(prefix: str) -> str:
+    """A temporary directory removed when the benchmark exits (they hold repositories of
+    thousands of objects; left behind, they slow the file system of later runs)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
