@@ -30,10 +30,21 @@ _WRITE = re.compile(r"^(?P<how>write|append) (?P<path>[^:]+): (?P<text>.*)$")
 _MISBEHAVE = re.compile(r"^misbehave: (?P<how>[a-z-]+)$")
 
 
+def task_section(prompt: str) -> str:
+    """In a gitswarm prompt packet, only the worker's own task holds instructions
+    (the job's goal above it is shared by every task)."""
+    lines = prompt.splitlines()
+    start = next((n for n, line in enumerate(lines) if line.startswith("# Your task")), None)
+    if start is None:
+        return prompt
+    end = next((n for n in range(start + 1, len(lines)) if lines[n].startswith("# ")), len(lines))
+    return "\n".join(lines[start + 1 : end])
+
+
 def apply(prompt: str, root: Path) -> tuple[int, set[str]]:
     """Make the prompt's edits under `root`; returns (files edited, misbehaviours asked for)."""
     edited, misbehave = 0, set()
-    for line in prompt.splitlines():
+    for line in task_section(prompt).splitlines():
         line = line.strip()
         if match := _MISBEHAVE.match(line):
             misbehave.add(match["how"])

@@ -1,83 +1,171 @@
-"""Agent CLIs described by a TOML spec; the smallest spec is `executable = "name"`.
+"""Drive an agent CLI from its spec: build the isolated invocation, read what it reported.
 
-    executable = "aider"            # required: a name on PATH or a path
-    args = ["--message", "{prompt}"]  # optional; default: the prompt as the last argument
-    env = { KEY = "value" }         # optional additions to the environment
-    timeout = "10m"                 # optional default timeout
-
-Placeholders in `args`: {prompt}, {workdir}. The output is read as plain text.
+Every run is a fresh process in a scratch directory of its own: an ephemeral
+home, the prompt or schema files the argument templates ask for, and the
+usage file some CLIs write. The directory is removed after the outcome is
+read.
 """
 
 from __future__ import annotations
 
+import json
+import string
 from pathlib import Path
 
-import msgspec
-
+from gitswarm.adapters.agentspec import AgentSpec, Arg
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext
+from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch, run_environment
+from gitswarm.adapters.pricing import PriceTable
 from gitswarm.adapters.process import ProcessResult
-from gitswarm.model.artifacts import Finding
-from gitswarm.model.errors import BadInput
+from gitswarm.adapters.report import AgentReport, read_report
+from gitswarm.model.answers import ANSWER_SCHEMA, SCHEMA_TEXT, answer_artifacts, parse_answer
+from gitswarm.model.artifacts import Run
 from gitswarm.model.records import TaskSpec
 
-TITLE_CHARS = 120
-
-
-class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    executable: str
-    args: list[str] | None = None
-    env: dict[str, str] = {}
-    timeout: str | float | None = None
-
-
-def load_spec(path: Path) -> AgentSpec:
-    """Parse an adapter spec strictly; errors name the file and the key."""
-    try:
-        return msgspec.toml.decode(path.read_bytes(), type=AgentSpec)
-    except msgspec.ValidationError as exc:
-        message = str(exc).replace("Object contains unknown field", "unknown key")
-        raise BadInput(f"{path}: {message}") from None
-    except (msgspec.DecodeError, OSError) as exc:
-        raise BadInput(f"{path}: {exc}") from None
+PROMPT_FILE = "prompt.md"
+SCHEMA_FILE = "answer.schema.json"
+USAGE_FILE = "usage.json"
 
 
 class AgentAdapter:
-    def __init__(self, name: str, spec: AgentSpec) -> None:
+    def __init__(self, name: str, spec: AgentSpec, prices: PriceTable | None = None) -> None:
         self.name = name
         self.spec = spec
+        self.prices = prices or PriceTable({})
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return tuple(self.spec.capabilities)
 
     def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation:
+        spec = self.spec
         prompt = ctx.prompt if ctx.prompt is not None else task.prompt or ""
-        values = {"prompt": prompt, "workdir": str(ctx.workdir)}
-        if self.spec.args is None:
-            argv = [self.spec.executable, prompt]
-        else:
-            argv = [self.spec.executable, *(arg.format_map(values) for arg in self.spec.args)]
+        scratch = make_scratch()
+        try:
+            env = run_environment(spec, ctx.base_env, task.env, scratch / "home")
+            build_home(spec, scratch, ctx.base_env, env)
+            values = {
+                "prompt": prompt,
+                "workdir": str(ctx.workdir),
+                "model": task.model or spec.model or "",
+                "schema": SCHEMA_TEXT if task.mode == "analyze" else "",
+                "schema_file": str(scratch / SCHEMA_FILE) if task.mode == "analyze" else "",
+                "prompt_file": str(scratch / PROMPT_FILE),
+                "usage_file": str(scratch / USAGE_FILE),
+                "scratch": str(scratch),
+                "budget_usd": f"{ctx.budget_usd:.4f}" if ctx.budget_usd is not None else "",
+            }
+            (scratch / PROMPT_FILE).write_text(prompt)
+            if task.mode == "analyze":
+                (scratch / SCHEMA_FILE).write_text(json.dumps(ANSWER_SCHEMA, indent=2))
+            template = spec.args_for(task.mode)
+            if template is None:
+                argv = [spec.executable] + ([prompt] if spec.prompt == "arg" else [])
+            else:
+                argv = [spec.executable, *expand(template, values)]
+        except BaseException:
+            remove_scratch(scratch)
+            raise
         return Invocation(
-            argv=argv, cwd=Path(ctx.workdir), env={**ctx.base_env, **self.spec.env, **task.env}, timeout=task.timeout
+            argv=argv,
+            cwd=Path(ctx.workdir),
+            env=env,
+            timeout=task.timeout,
+            stdin=prompt.encode() if spec.prompt == "stdin" else None,
+            scratch=scratch,
         )
 
-    def outcome(self, task: TaskSpec, ctx: RunContext, result: ProcessResult, store: BlobWriter, now: float) -> Outcome:
+    def outcome(
+        self,
+        task: TaskSpec,
+        ctx: RunContext,
+        result: ProcessResult,
+        store: BlobWriter,
+        now: float,
+        invocation: Invocation | None = None,
+    ) -> Outcome:
+        usage_path = invocation.scratch / USAGE_FILE if invocation and invocation.scratch else None
+        usage = usage_path.read_bytes() if usage_path is not None and usage_path.is_file() else None
+        report = read_report(self.spec.output, result.stdout, result.stderr, usage)
+        error = self._error(result, report)
+        run = self._run_record(task, ctx, result, report, store, now, error)
+        if error is not None:
+            return Outcome(ok=False, error=error, artifacts=[run], text=report.text)
+        if task.mode == "implement":
+            return Outcome(ok=True, artifacts=[run], text=report.text)
+        answer = parse_answer(report.structured, report.text)
+        said = answer_artifacts(answer, report.text, ctx.job, ctx.task, ctx.attempt, self.name, now)
+        return Outcome(ok=True, artifacts=[run, *said], text=report.text)
+
+    def final_text(self, result: ProcessResult) -> str:
+        return read_report(self.spec.output, result.stdout, result.stderr).text
+
+    def _error(self, result: ProcessResult, report: AgentReport) -> str | None:
+        """Why the run failed, or None. The agent's own error flag and refusals come
+        before its exit code: some CLIs exit 0 after a denied edit."""
         if result.error:
-            return Outcome(ok=False, error=result.error)
+            return result.error
         if result.stopped:
-            return Outcome(ok=False, error=f"{result.stopped} after {result.duration:.1f}s")
-        text = result.stdout.decode(errors="replace").strip()
+            return f"{self.name} {result.stopped} after {result.duration:.1f}s"
+        if report.failed:
+            return f"{self.name}: {report.reason or 'reported an error'}"
         if result.exit_code != 0:
+            meaning = self.spec.exit_codes.get(str(result.exit_code))
             last = (result.stderr or result.stdout).decode(errors="replace").strip().splitlines()
-            return Outcome(ok=False, error=f"{self.name} exited {result.exit_code}" + (f": {last[-1]}" if last else ""))
-        if task.mode == "implement" or not text:
-            return Outcome(ok=True)
-        # Prose that was not asked to follow a schema: one finding, flagged as such.
-        finding = Finding(
+            said = f": {last[-1]}" if last else ""
+            return f"{self.name} exited {result.exit_code}" + (f" ({meaning})" if meaning else "") + said
+        if not report.parsed:
+            return f"{self.name}: no {self.spec.output.format} output to read"
+        return None
+
+    def _run_record(
+        self,
+        task: TaskSpec,
+        ctx: RunContext,
+        result: ProcessResult,
+        report: AgentReport,
+        store: BlobWriter,
+        now: float,
+        error: str | None,
+    ) -> Run:
+        model = report.model or task.model or self.spec.model
+        cost, estimated = report.cost_usd, False
+        if cost is None:
+            cost = self.prices.cost(model, report.input_tokens, report.output_tokens)
+            estimated = cost is not None
+        return Run(
             job=ctx.job,
             task=ctx.task,
             attempt=ctx.attempt,
             created=now,
             producer=self.name,
-            title=text.splitlines()[0][:TITLE_CHARS],
-            body=text,
-            confidence=0.3,
-            low_confidence=True,
+            adapter=self.name,
+            exit_code=result.exit_code,
+            duration=round(result.duration, 6),
+            session_id=report.session,
+            model=model,
+            cost_usd=None if cost is None else round(cost, 8),
+            cost_estimated=estimated,
+            input_tokens=report.input_tokens,
+            output_tokens=report.output_tokens,
+            error=error,
+            stdout=store(result.stdout, result.stdout_dropped) if result.stdout or result.stdout_dropped else None,
+            stderr=store(result.stderr, result.stderr_dropped) if result.stderr or result.stderr_dropped else None,
         )
-        return Outcome(ok=True, artifacts=[finding])
+
+
+def expand(template: list[Arg], values: dict[str, str]) -> list[str]:
+    """Fill placeholders; an optional group (a list) is dropped when any of its placeholders is empty."""
+    argv: list[str] = []
+    for arg in template:
+        if isinstance(arg, str):
+            argv.append(arg.format_map(values))
+            continue
+        filled = [word.format_map(values) for word in arg]
+        if all(_complete(word, values) for word in arg):
+            argv.extend(filled)
+    return argv
+
+
+def _complete(word: str, values: dict[str, str]) -> bool:
+    return all(values.get(name) for _, name, _, _ in string.Formatter().parse(word) if name)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from gitswarm.adapters.process import ProcessResult
-from gitswarm.model.artifacts import Artifact, BlobRef
+from gitswarm.model.artifacts import Artifact, BlobRef, Run
 from gitswarm.model.records import TaskSpec
 
 BlobWriter = Callable[[bytes, int], BlobRef]  # (data, bytes dropped) -> a stored blob
@@ -21,6 +22,10 @@ class Invocation:
     env: Mapping[str, str]
     timeout: float
     stdin: bytes | None = None
+    scratch: Path | None = None  # the run's private directory, removed after its outcome is read
+
+
+Runner = Callable[[Invocation], ProcessResult]
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class RunContext:
     workdir: Path
     base_env: Mapping[str, str]
     prompt: str | None = None  # the prompt to send, when it is not the task's own (a repair round)
+    budget_usd: float | None = None  # what the job may still spend, when it has a dollar budget
 
 
 @dataclass
@@ -41,11 +47,45 @@ class Outcome:
     error: str | None = None
     artifacts: list[Artifact] = field(default_factory=list)
     retryable: bool = True
+    text: str = ""  # the agent's final answer, as it printed it
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(a.cost_usd or 0.0 for a in self.artifacts if isinstance(a, Run))
+
+    @property
+    def tokens(self) -> int:
+        return sum(a.tokens for a in self.artifacts if isinstance(a, Run))
 
 
 class Adapter(Protocol):
     name: str
 
+    @property
+    def capabilities(self) -> tuple[str, ...]: ...
+
     def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation: ...
 
-    def outcome(self, task: TaskSpec, ctx: RunContext, result: ProcessResult, store: BlobWriter, now: float) -> Outcome: ...
+    def outcome(
+        self,
+        task: TaskSpec,
+        ctx: RunContext,
+        result: ProcessResult,
+        store: BlobWriter,
+        now: float,
+        invocation: Invocation | None = None,
+    ) -> Outcome: ...
+
+    def final_text(self, result: ProcessResult) -> str: ...
+
+
+def execute(
+    adapter: Adapter, task: TaskSpec, ctx: RunContext, run: Runner, store: BlobWriter, now: Callable[[], float]
+) -> Outcome:
+    """Invoke, run, read the outcome, and remove the run's scratch directory whatever happens."""
+    invocation = adapter.invocation(task, ctx)
+    try:
+        return adapter.outcome(task, ctx, run(invocation), store, now(), invocation=invocation)
+    finally:
+        if invocation.scratch is not None:
+            shutil.rmtree(invocation.scratch, ignore_errors=True)

@@ -7,15 +7,29 @@ from pathlib import Path
 from gitswarm.model.ids import TASK_ID
 
 BUILTIN_NAMES = ("shell",)
+NOT_SPECS = frozenset({"prices"})  # prices.toml sits beside the specs
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+#: The specs gitswarm ships: inside the package when installed from a wheel,
+#: at the top of the source tree when run from a checkout.
+SHIPPED_DIRS = (_PACKAGE / "shipped_adapters", _PACKAGE.parent / "adapters")
+
+
+def shipped_dir() -> Path | None:
+    return next((d for d in SHIPPED_DIRS if d.is_dir()), None)
 
 
 def spec_dirs(workdir: Path | None) -> list[Path]:
-    """Where adapter specs are looked up, first match wins: the repository's `.gitswarm/adapters/`."""
-    return [workdir / ".gitswarm" / "adapters"] if workdir is not None else []
+    """Where adapter specs are looked up, first match wins: the repository's
+    `.gitswarm/adapters/`, then the specs gitswarm ships."""
+    dirs = [workdir / ".gitswarm" / "adapters"] if workdir is not None else []
+    shipped = shipped_dir()
+    return dirs + ([shipped] if shipped is not None else [])
 
 
 def adapter_names(dirs: list[Path]) -> list[str]:
     names = set(BUILTIN_NAMES)
     for directory in dirs:
-        names.update(p.stem for p in directory.glob("*.toml") if TASK_ID.fullmatch(p.stem))
+        names.update(p.stem for p in directory.glob("*.toml") if TASK_ID.fullmatch(p.stem) and p.stem not in NOT_SPECS)
     return sorted(names)

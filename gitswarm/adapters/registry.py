@@ -1,39 +1,106 @@
-"""Which adapters exist here, by name: the built-in shell adapter and TOML specs."""
+"""Which adapters exist here, by name: the built-in shell adapter and TOML specs.
+
+A repository's `.gitswarm/adapters/<name>.toml` overrides the spec gitswarm
+ships under the same name; `.gitswarm/prices.toml` overrides shipped prices.
+"""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from gitswarm.adapters.agent import AgentAdapter, load_spec
+from gitswarm.adapters.agent import AgentAdapter
+from gitswarm.adapters.agentspec import AgentSpec, load_spec
 from gitswarm.adapters.base import Adapter
-from gitswarm.adapters.names import adapter_names, spec_dirs
+from gitswarm.adapters.names import NOT_SPECS, adapter_names, shipped_dir, spec_dirs
+from gitswarm.adapters.pricing import PriceTable
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.model.errors import BadInput
 from gitswarm.model.ids import TASK_ID
 
 BUILTIN: dict[str, Adapter] = {"shell": ShellAdapter()}
+#: The order in which adapters are tried for a task that names capabilities
+#: rather than an adapter. Hermes first: it has a browser toolset.
+DEFAULT_PREFERENCE = ("hermes", "claude-code", "codex", "gemini", "omp", "aider")
+PRICES = "prices.toml"
+
+
+@dataclass(frozen=True)
+class Found:
+    """One adapter as `adapters list` shows it."""
+
+    name: str
+    source: str  # "builtin", or the spec file
+    capabilities: tuple[str, ...]
+    executable: str | None  # the resolved path, None when not found
+    spec: AgentSpec | None
 
 
 class Registry:
     """Adapters by name; a repository's `.gitswarm/adapters/` overrides the shipped specs."""
 
-    def __init__(self, spec_dirs: list[Path]) -> None:
+    def __init__(self, spec_dirs: list[Path], workdir: Path | None = None) -> None:
         self.spec_dirs = spec_dirs
+        self.workdir = workdir
+        self._prices: PriceTable | None = None
 
     def names(self) -> list[str]:
         return adapter_names(self.spec_dirs)
 
-    def get(self, name: str) -> Adapter:
+    def spec_path(self, name: str) -> Path | None:
         if name in BUILTIN:
-            return BUILTIN[name]
-        if not TASK_ID.fullmatch(name):
+            return None
+        if not TASK_ID.fullmatch(name) or name in NOT_SPECS:
             raise BadInput(f"invalid adapter name {name!r}")
         for directory in self.spec_dirs:
             path = directory / f"{name}.toml"
             if path.is_file():
-                return AgentAdapter(name, load_spec(path))
+                return path
         raise BadInput(f"unknown adapter {name!r}")
+
+    def get(self, name: str) -> Adapter:
+        path = self.spec_path(name)
+        if path is None:
+            return BUILTIN[name]
+        return AgentAdapter(name, load_spec(path), self.prices())
+
+    def prices(self) -> PriceTable:
+        if self._prices is None:
+            shipped = shipped_dir()
+            paths = [shipped / PRICES] if shipped is not None else []
+            if self.workdir is not None:
+                paths.append(self.workdir / ".gitswarm" / PRICES)
+            self._prices = PriceTable.load(paths)
+        return self._prices
+
+    def found(self, name: str) -> Found:
+        path = self.spec_path(name)
+        if path is None:
+            return Found(name, "builtin", (), shutil.which("sh"), None)
+        spec = load_spec(path)
+        return Found(name, str(path), tuple(spec.capabilities), _which(spec.executable, path), spec)
+
+    def route(self, needs: Sequence[str], prefer: Sequence[str] = DEFAULT_PREFERENCE, disabled: Sequence[str] = ()) -> str:
+        """The first enabled adapter, in preference order, that has every capability needed
+        and whose executable is installed here."""
+        ordered = [n for n in prefer if n in self.names()] + [n for n in self.names() if n not in prefer]
+        for name in ordered:
+            if name in disabled or name in BUILTIN:
+                continue
+            found = self.found(name)
+            if set(needs) <= set(found.capabilities) and found.executable is not None:
+                return name
+        raise BadInput(f"no enabled, installed adapter has {', '.join(needs)} (looked at: {', '.join(ordered)})")
+
+
+def _which(executable: str, spec_path: Path) -> str | None:
+    if "/" in executable:
+        candidate = Path(executable) if executable.startswith("/") else spec_path.parent / executable
+        return str(candidate) if candidate.is_file() else None
+    return shutil.which(executable)
 
 
 def repo_registry(workdir: Path | None) -> Registry:
-    return Registry(spec_dirs(workdir))
+    return Registry(spec_dirs(workdir), workdir)

@@ -17,6 +17,7 @@ class ShellAdapter:
     """`command` as a string runs under `sh -c`; as a list it is the argv itself."""
 
     name = "shell"
+    capabilities: tuple[str, ...] = ()
 
     def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation:
         command = task.command
@@ -27,7 +28,18 @@ class ShellAdapter:
         env = {**ctx.base_env, **task.env}
         return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
 
-    def outcome(self, task: TaskSpec, ctx: RunContext, result: ProcessResult, store: BlobWriter, now: float) -> Outcome:
+    def final_text(self, result: ProcessResult) -> str:
+        return result.stdout.decode(errors="replace").strip()
+
+    def outcome(
+        self,
+        task: TaskSpec,
+        ctx: RunContext,
+        result: ProcessResult,
+        store: BlobWriter,
+        now: float,
+        invocation: Invocation | None = None,
+    ) -> Outcome:
         check = Check(
             job=ctx.job,
             task=ctx.task,

@@ -10,12 +10,12 @@ a new verdict.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext
-from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext, Runner, execute
 from gitswarm.adapters.shell import tail
 from gitswarm.engine.verify import outside_state, verify
 from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
@@ -23,7 +23,6 @@ from gitswarm.model.records import TaskSpec
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.worktrees import Worktrees, WorktreeViolation
 
-Runner = Callable[[Invocation], ProcessResult]
 REPAIR_TAIL_LINES = 40
 
 
@@ -41,7 +40,8 @@ class Delegation:
         repo_dir = self.repo.workdir or self.repo.common_dir
         worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True)
         included = self.worktrees.copy_includes(worktree, repo_dir)
-        ctx = RunContext(ctx.job, ctx.task, ctx.attempt, worktree.path, ctx.base_env, spec.prompt)
+        instruction = ctx.prompt if ctx.prompt is not None else spec.prompt
+        ctx = dataclasses.replace(ctx, workdir=worktree.path, prompt=instruction)
         if spec.setup:
             setup = run(Invocation(["sh", "-c", spec.setup], worktree.path, dict(ctx.base_env), spec.timeout))
             if setup.exit_code != 0:
@@ -49,11 +49,14 @@ class Delegation:
         artifacts: list[Artifact] = []
         for round_ in range(spec.repair_rounds + 1):
             before = outside_state(self.repo.workdir, self.repo.common_dir, worktree.path)
-            result = run(adapter.invocation(spec, ctx))
+            said = execute(adapter, spec, ctx, run, self.store, self.now)
             if lost():
                 return Outcome(ok=False, error="lease lost")
-            said = adapter.outcome(spec, ctx, result, self.store, self.now())
             artifacts.extend(said.artifacts)
+            if not said.ok and said.error:
+                # The agent said it failed (an error result, a refused edit): what it
+                # left in the worktree is not work to verify.
+                return Outcome(ok=False, error=said.error, artifacts=artifacts)
             if outside_state(self.repo.workdir, self.repo.common_dir, worktree.path) != before:
                 return Outcome(ok=False, error="integrity: the worker wrote outside its worktree", artifacts=artifacts, retryable=False)
             message = f"gitswarm: {ctx.job}/{ctx.task} attempt {ctx.attempt} round {round_}\n"
@@ -84,14 +87,14 @@ class Delegation:
                 return Outcome(ok=True, artifacts=artifacts)
             if lost():
                 return Outcome(ok=False, error="lease lost")
-            ctx = RunContext(ctx.job, ctx.task, ctx.attempt, worktree.path, ctx.base_env, self._repair_prompt(spec, verification.checks, verification.verdict))
+            ctx = dataclasses.replace(ctx, prompt=self._repair_prompt(instruction or "", verification.checks, verification.verdict))
         rounds = spec.repair_rounds
         return Outcome(
             ok=False, error=f"rejected: the patch failed verification after {rounds} repair round(s)", artifacts=artifacts, retryable=False
         )
 
-    def _repair_prompt(self, spec: TaskSpec, checks: list[Check], verdict: Verdict) -> str:
-        lines = [spec.prompt or "", "", f"Your change (commit {verdict.head[:12]}) was rejected: {verdict.status}/{verdict.integrity}/{verdict.contract}."]
+    def _repair_prompt(self, instruction: str, checks: list[Check], verdict: Verdict) -> str:
+        lines = [instruction, "", f"Your change (commit {verdict.head[:12]}) was rejected: {verdict.status}/{verdict.integrity}/{verdict.contract}."]
         for check in checks:
             if not check.passed:
                 output = b""

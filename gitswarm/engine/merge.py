@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal
 
-from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
-from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.base import BlobWriter, RunContext, Runner
 from gitswarm.engine.verify import clean_checkout, drop_checkout, run_checks
 from gitswarm.model.artifacts import Decision, Patch, Verdict
 from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
@@ -28,7 +27,6 @@ from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.jobs import Snapshot
 
 Mode = Literal["merge", "squash", "rebase"]
-Runner = Callable[[Invocation], ProcessResult]
 WHO = ("gitswarm", "gitswarm@localhost")
 
 

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitswarm.adapters.names import adapter_names, spec_dirs
+from gitswarm.adapters.registry import repo_registry
+from gitswarm.engine.config import load_config
 from gitswarm.model import codec
 from gitswarm.model.artifacts import describe
 from gitswarm.model.errors import BadInput, NotFound
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
-from gitswarm.model.spec import parse_spec
+from gitswarm.model.spec import AdapterFacts, parse_spec
 from gitswarm.store.git import open_repo
 from gitswarm.store.gitcli import git
 from gitswarm.store.index import Index
@@ -65,6 +67,23 @@ class Swarm:
     def known_adapters(self) -> list[str]:
         return adapter_names(spec_dirs(self.repo.workdir))
 
+    def adapter_facts(self) -> AdapterFacts:
+        """What job specs are checked against: adapter names, their capabilities, routing."""
+        registry = repo_registry(self.repo.workdir)
+        routing = load_config(self.repo.workdir).adapters
+
+        def capabilities(name: str) -> tuple[str, ...]:
+            return registry.found(name).capabilities
+
+        def needs_approval(name: str) -> bool:
+            spec = registry.found(name).spec
+            return spec is not None and spec.approve
+
+        def route(needs: tuple[str, ...]) -> str:
+            return registry.route(needs, routing.prefer, routing.disabled)
+
+        return AdapterFacts(names=registry.names(), capabilities=capabilities, needs_approval=needs_approval, route=route)
+
     def resolve_job(self, prefix: str) -> str:
         """The job a prefix names; a job whose records cannot be read raises why."""
         job_id = resolve_prefix(prefix, [*self.index.job_ids(), *self.index.invalid], "job")
@@ -99,8 +118,8 @@ class Swarm:
 
     # -- commands -------------------------------------------------------------------------
 
-    def submit_text(self, text: str, source: str = "spec") -> str:
-        spec = parse_spec(text, self.known_adapters(), source)
+    def submit_text(self, text: str, source: str = "spec", approve: bool = False) -> str:
+        spec = parse_spec(text, self.adapter_facts(), source, approve=approve)
         base, base_ref = self.pin_base(spec.base, any(t.mode == "implement" for t in spec.tasks))
         return self.ledger.submit(spec, self.clock(), source=Path(source).name, base=base, base_ref=base_ref)
 
@@ -121,12 +140,12 @@ class Swarm:
         branch = f"refs/heads/{rev}"
         return commit, branch if self.repo.resolve(branch) == commit else None
 
-    def submit_file(self, path: str | os.PathLike[str]) -> str:
+    def submit_file(self, path: str | os.PathLike[str], approve: bool = False) -> str:
         try:
             text = Path(path).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInput(f"cannot read spec {os.fspath(path)}: {getattr(exc, 'strerror', None) or exc}") from None
-        return self.submit_text(text, os.fspath(path))
+        return self.submit_text(text, os.fspath(path), approve=approve)
 
     def status(self, job: str | None = None) -> dict:
         if job is None:

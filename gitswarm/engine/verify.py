@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, RunContext
-from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, execute
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.model import codec
 from gitswarm.model.artifacts import Check, Patch, Verdict, artifact_id
@@ -26,7 +25,6 @@ from gitswarm.store.gitcli import git
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.notes import add_note_line
 
-Runner = Callable[[Invocation], ProcessResult]
 AUDIT_PROMPT = """You are reviewing a patch made by another agent. Do not edit anything.
 
 The instruction it was given:
@@ -71,8 +69,7 @@ def run_checks(
     for command in commands:
         spec = TaskSpec(id=ctx.task, seq=0, command=command, timeout=timeout)
         check_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env)
-        invocation = shell.invocation(spec, check_ctx)
-        outcome = shell.outcome(spec, check_ctx, run(invocation), store, now())
+        outcome = execute(shell, spec, check_ctx, run, store, now)
         checks.extend(a for a in outcome.artifacts if isinstance(a, Check))
     return checks
 
@@ -138,10 +135,10 @@ def _audit(
     prompt = AUDIT_PROMPT.format(instruction=spec.prompt or spec.command, base=patch.base, head=patch.head, diff=diff)
     audit_spec = TaskSpec(id=ctx.task, seq=0, mode="analyze", prompt=prompt, timeout=spec.timeout)
     audit_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env, prompt=prompt)
-    result = run(auditor.invocation(audit_spec, audit_ctx))
-    if result.exit_code != 0:
-        return Judgement(malformed=f"the auditor exited {result.exit_code}")
-    return parse_auditor(result.stdout.decode(errors="replace"))
+    said = execute(auditor, audit_spec, audit_ctx, run, store, now)
+    if not said.ok:
+        return Judgement(malformed=f"the auditor failed: {said.error}")
+    return parse_auditor(said.text)
 
 
 def outside_state(workdir: Path | None, common_dir: Path, worktree: Path) -> tuple:

@@ -7,16 +7,18 @@ adapter's process group at once and writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitswarm.adapters.base import Invocation, Outcome, RunContext
+from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
 from gitswarm.engine.delegation import Delegation
+from gitswarm.engine.packet import build_packet
 from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, LeaseLost
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
@@ -32,6 +34,7 @@ class WorkerOptions:
     lease: float = DEFAULT_LEASE_SECONDS
     output_cap: int = DEFAULT_OUTPUT_CAP
     job: str | None = None
+    exclude: frozenset[str] = frozenset()  # adapters whose preflight failed: never leased here
 
 
 @dataclass(frozen=True)
@@ -73,16 +76,18 @@ class Worker:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
         lease, self.next_lease = self.next_lease, None
         if lease is None:
-            lease = self.ledger.claim(self.owner, self.options.lease, self.clock(), job_id=self.options.job)
+            lease = self.ledger.claim(
+                self.owner, self.options.lease, self.clock(), job_id=self.options.job, exclude=self.options.exclude
+            )
         if lease is None:
             return StepResult(None)
         return self.execute(lease)
 
     def execute(self, lease: Lease) -> StepResult:
         spec = lease.spec
-        ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
         heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease)
         try:
+            ctx = self._context(lease)
             adapter = self.registry.get(spec.adapter)
             auditor = self.registry.get(spec.auditor) if spec.auditor else None
             if spec.mode == "implement":
@@ -91,13 +96,23 @@ class Worker:
                 delegation = Delegation(self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor)
                 outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost)
             else:
-                result = self._runner(heartbeat)(adapter.invocation(spec, ctx))
-                outcome = adapter.outcome(spec, ctx, result, self._store_blob, self.clock())
+                outcome = execute(adapter, spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
         except (BadInput, GitCommandError) as exc:
             outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
         if heartbeat.lost:
             return StepResult(lease, accepted=False, error="lease lost")
         return self._finish(lease, outcome)
+
+    def _context(self, lease: Lease) -> RunContext:
+        """Where the task runs and, for an agent, the prompt packet and what it may still spend."""
+        ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
+        if lease.spec.adapter == "shell":
+            return ctx
+        snapshot = self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
+        budget = snapshot.job.budget
+        left = None if budget is None or budget.max_usd is None else max(budget.max_usd - snapshot.state.spent_usd, 0.0)
+        packet = build_packet(snapshot, lease.spec, self.ledger.refs.repo.read_blob)
+        return dataclasses.replace(ctx, prompt=packet, budget_usd=left)
 
     def _runner(self, heartbeat: _Heartbeat) -> Callable[[Invocation], ProcessResult]:
         def run(invocation: Invocation) -> ProcessResult:
@@ -130,6 +145,7 @@ class Worker:
                 artifacts=outcome.artifacts,
                 retryable=outcome.retryable,
                 job_id=self.options.job,
+                exclude=self.options.exclude,
             )
         except LeaseLost as exc:
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))

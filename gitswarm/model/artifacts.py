@@ -131,8 +131,34 @@ class Summary(_Base, tag="summary", kw_only=True, frozen=True):
     data: dict[str, object] = {}
 
 
-Artifact = Finding | Decision | Check | Patch | Verdict | Summary
-KINDS = ("finding", "decision", "check", "patch", "verdict", "summary")
+class Run(_Base, tag="run", kw_only=True, frozen=True):
+    """One process run of an agent adapter: how it ended and what it cost."""
+
+    adapter: str
+    exit_code: int | None  # None: killed before it exited
+    duration: float
+    session_id: str | None = None
+    model: str | None = None
+    cost_usd: float | None = None
+    cost_estimated: bool = False  # priced from its tokens with the local price table
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    error: str | None = None
+    stdout: BlobRef | None = None
+    stderr: BlobRef | None = None
+
+    def __post_init__(self) -> None:
+        _require(bool(self.adapter), "run.adapter must not be empty")
+        _require(self.duration >= 0, "run.duration must be >= 0")
+        _require(self.cost_usd is None or self.cost_usd >= 0, "run.cost_usd must be >= 0")
+
+    @property
+    def tokens(self) -> int:
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+Artifact = Finding | Decision | Check | Patch | Verdict | Summary | Run
+KINDS = ("finding", "decision", "check", "patch", "verdict", "summary", "run")
 
 
 def artifact_id(artifact: Artifact) -> str:
@@ -154,13 +180,16 @@ def describe(artifact: Artifact) -> str:
             return f"{status}/{integrity}/{contract} on {head[:10]}"
         case Summary(text=text):
             return text.splitlines()[0] if text else "summary"
+        case Run(adapter=adapter, exit_code=code, cost_usd=cost, error=error):
+            spent = f", ${cost:.4f}" if cost is not None else ""
+            return f"{adapter} -> exit {code}{spent}" + (f": {error}" if error else "")
     return artifact.__class__.__name__.lower()
 
 
 def blob_refs(artifact: Artifact) -> list[BlobRef]:
     """Every blob an artifact points at; the store keeps each reachable from the job tree."""
     match artifact:
-        case Check(stdout=out, stderr=err):
+        case Check(stdout=out, stderr=err) | Run(stdout=out, stderr=err):
             return [ref for ref in (out, err) if ref is not None]
         case Patch(diff=diff):
             return [diff]

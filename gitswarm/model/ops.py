@@ -45,6 +45,8 @@ class TaskFinished(_Op, tag="finished", kw_only=True, frozen=True):
     error: str | None = None
     artifacts: tuple[str, ...] = ()
     retryable: bool = True
+    cost_usd: float = 0.0  # what the attempt's agent runs cost, as reported or priced
+    tokens: int = 0  # their input + output tokens
 
 
 class LeaseExpired(_Op, tag="expired", kw_only=True, frozen=True):
@@ -61,12 +63,18 @@ class Retried(_Op, tag="retried", kw_only=True, frozen=True):
     task: str
 
 
+class BudgetStopped(_Op, tag="budget_stopped", kw_only=True, frozen=True):
+    """A job budget ran out: nothing more is leased; queued and blocked tasks are cancelled."""
+
+    reason: str
+
+
 class ArtifactsRecorded(_Op, tag="artifacts", kw_only=True, frozen=True):
     task: str | None = None
     artifacts: tuple[str, ...]
 
 
-Op = JobCreated | TaskClaimed | TaskFinished | LeaseExpired | Cancelled | Retried | ArtifactsRecorded
+Op = JobCreated | TaskClaimed | TaskFinished | LeaseExpired | Cancelled | Retried | ArtifactsRecorded | BudgetStopped
 
 
 def subject(op: Op) -> str:

@@ -1,4 +1,4 @@
-"""The durable records of a job: Job, JobState, TaskSpec, Task and AgentRun.
+"""The durable records of a job: Job, JobState, TaskSpec and Task.
 
 All are frozen msgspec Structs with a format version `v`. A Task pairs the
 immutable TaskSpec that the job spec gave with the mutable fields the
@@ -60,6 +60,9 @@ class TaskSpec(msgspec.Struct, frozen=True, kw_only=True):
     setup: str | None = None  # implement mode: run in the worktree before the agent
     repair_rounds: int = 2  # implement mode: rejected patches go back this many times
     auditor: str | None = None  # implement mode: an adapter that reviews the patch
+    model: str | None = None  # for agent adapters: the model to ask for
+    needs: tuple[str, ...] = ()  # capabilities the adapter must have (routing)
+    approved: bool = False  # side effects outside the repository were approved at submission
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,6 +91,15 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
         return self.spec.id
 
 
+class Budget(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Limits on a whole job; None is no limit. `max_wall` is seconds since submission."""
+
+    max_usd: float | None = None
+    max_tokens: int | None = None
+    max_attempts: int | None = None
+    max_wall: float | None = None
+
+
 class Job(msgspec.Struct, frozen=True, kw_only=True):
     """The job as submitted; never changes."""
 
@@ -101,6 +113,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     source: str | None = None
     base: str | None = None  # the commit implement tasks branch from
     base_ref: str | None = None  # the branch it was the tip of, e.g. refs/heads/main
+    budget: Budget | None = None
 
 
 class JobState(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,6 +126,10 @@ class JobState(msgspec.Struct, frozen=True, kw_only=True):
     counts: dict[str, int] = {}
     artifacts: tuple[str, ...] = ()
     updated: float = 0.0
+    claims: int = 0  # leases granted, over all tasks: attempts made
+    spent_usd: float = 0.0  # what finished runs reported (or were priced at)
+    tokens: int = 0  # input + output tokens of finished runs
+    stopped: str | None = None  # the budget that stopped the job, and why
 
     def status(self) -> str:
         """The job's overall status, derived from the task counts."""
@@ -125,21 +142,3 @@ class JobState(msgspec.Struct, frozen=True, kw_only=True):
         if self.counts.get(TaskState.RUNNING.value, 0) or done:
             return "running"
         return "queued"
-
-
-class AgentRun(msgspec.Struct, frozen=True, kw_only=True):
-    """One process run of an adapter for one attempt of a task."""
-
-    v: int = FORMAT
-    job: str
-    task: str
-    attempt: int
-    adapter: str
-    started: float
-    ended: float
-    exit_code: int | None = None
-    session_id: str | None = None
-    cost_usd: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    error: str | None = None

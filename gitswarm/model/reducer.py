@@ -16,6 +16,7 @@ import msgspec
 from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.ops import (
     ArtifactsRecorded,
+    BudgetStopped,
     Cancelled,
     JobCreated,
     LeaseExpired,
@@ -116,6 +117,7 @@ class _Apply:
         op = self.op
         cancelled = self.state.cancelled
         job_artifacts = self.state.artifacts
+        claims, spent_usd, tokens, stopped = self.state.claims, self.state.spent_usd, self.state.tokens, self.state.stopped
         match op:
             case JobCreated(tasks=specs):
                 for spec in specs:
@@ -129,6 +131,8 @@ class _Apply:
                     raise InvalidTransition(f"task {task_id} is {task.state.value}, not queued")
                 if token != task.claims + 1:
                     raise LeaseLost(f"task {task_id}: claim token {token} is not {task.claims + 1}")
+                if stopped:
+                    raise InvalidTransition(f"task {task_id}: the job was stopped ({stopped})")
                 self.set(
                     task,
                     state=TaskState.RUNNING,
@@ -137,8 +141,10 @@ class _Apply:
                     owner=owner,
                     lease_expires=expires,
                 )
+                claims += 1
             case TaskFinished(task=task_id, token=token, ok=ok, error=error, artifacts=artifacts):
                 task = self.running(task_id, token)
+                spent_usd, tokens = spent_usd + op.cost_usd, tokens + op.tokens
                 task = msgspec.structs.replace(task, artifacts=task.artifacts + artifacts)
                 if ok:
                     done = self.set(task, state=TaskState.SUCCEEDED, error=None, owner=None, lease_expires=None)
@@ -170,6 +176,7 @@ class _Apply:
                         raise InvalidTransition(f"task {task_id} depends on {dep}, which is {self.get(dep).state.value}; retry {dep}")
                 ready = all(self.get(d).state is TaskState.SUCCEEDED for d in task.spec.depends_on)
                 cancelled = False
+                stopped = None  # the budget is checked again at the next claim
                 revived = self.set(
                     task,
                     state=TaskState.QUEUED if ready else TaskState.BLOCKED,
@@ -179,6 +186,13 @@ class _Apply:
                     skipped_because=None,
                 )
                 self.revive_dependents(revived)
+            case BudgetStopped(reason=reason):
+                if stopped:
+                    raise InvalidTransition(f"the job was already stopped ({stopped})")
+                stopped = reason
+                for task in map(self.get, self.task_ids()):
+                    if task.state in (TaskState.QUEUED, TaskState.BLOCKED):
+                        self.set(task, state=TaskState.CANCELLED, error=f"budget: {reason}")
             case ArtifactsRecorded(task=None, artifacts=artifacts):
                 job_artifacts = job_artifacts + artifacts
             case ArtifactsRecorded(task=task_id, artifacts=artifacts):
@@ -192,6 +206,10 @@ class _Apply:
             counts={k: v for k, v in sorted(self.counts.items()) if v},
             artifacts=job_artifacts,
             updated=op.at,
+            claims=claims,
+            spent_usd=round(spent_usd, 8),
+            tokens=tokens,
+            stopped=stopped,
         )
         return Change(state=state, tasks=self.changed)
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import msgspec
 
 from gitswarm.model.errors import BadInput, SpecError
 from gitswarm.model.ids import check_task_id
-from gitswarm.model.records import Defaults, TaskSpec
+from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
+from gitswarm.model.records import Budget, Defaults, TaskSpec
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
 _PATH = re.compile(r"^(.*?) - at `\$\.?(.*)`$")
@@ -53,12 +55,23 @@ class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     setup: str | None = None
     repair_rounds: RepairRounds | None = None
     auditor: str | None = None
+    model: str | None = None
+    needs: list[str] = []
+    approve: bool = False
+
+
+class _RawBudget(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    max_usd: Annotated[float, msgspec.Meta(gt=0, le=1e6)] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(gt=0, le=10**12)] | None = None
+    max_attempts: Annotated[int, msgspec.Meta(gt=0, le=10**6)] | None = None
+    max_wall: str | float | None = None
 
 
 class _RawSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     goal: str
     base: str | None = None
     defaults: _RawDefaults = msgspec.field(default_factory=_RawDefaults)
+    budget: _RawBudget | None = None
     tasks: list[_RawTask]
 
 
@@ -67,6 +80,17 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     base: str | None
     defaults: Defaults
     tasks: tuple[TaskSpec, ...]
+    budget: Budget | None = None
+
+
+@dataclass(frozen=True)
+class AdapterFacts:
+    """What submission needs to know of the adapters here (the model does not load them)."""
+
+    names: Collection[str]
+    capabilities: Callable[[str], tuple[str, ...]] = lambda name: ()
+    needs_approval: Callable[[str], bool] = lambda name: False  # the adapter's spec says `approve = true`
+    route: Callable[[tuple[str, ...]], str] | None = None  # picks an adapter for needed capabilities
 
 
 def parse_duration(value: str | float, where: str) -> float:
@@ -96,8 +120,12 @@ def _validation_message(exc: msgspec.ValidationError) -> str:
     return f"{path or 'spec'}: {message}"
 
 
-def parse_spec(text: str, adapters: Collection[str], source: str = "spec") -> JobSpec:
-    """Parse and validate a TOML job spec; `adapters` are the adapter names known here."""
+def parse_spec(text: str, adapters: Collection[str] | AdapterFacts, source: str = "spec", approve: bool = False) -> JobSpec:
+    """Parse and validate a TOML job spec against the adapters known here.
+
+    `approve` approves every task with side effects outside the repository
+    (`--approve`); otherwise each needs `approve = true`.
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -106,10 +134,12 @@ def parse_spec(text: str, adapters: Collection[str], source: str = "spec") -> Jo
         raw = msgspec.convert(data, _RawSpec)
     except msgspec.ValidationError as exc:
         raise SpecError(_validation_message(exc)) from None
-    return _validate(raw, adapters)
+    facts = adapters if isinstance(adapters, AdapterFacts) else AdapterFacts(names=adapters)
+    return _validate(raw, facts, approve)
 
 
-def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
+def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
+    adapters = facts.names
     if not raw.goal.strip():
         raise SpecError("goal: must not be empty")
     if not raw.tasks:
@@ -144,9 +174,18 @@ def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
             if dep in task.depends_on[:d]:
                 raise SpecError(f"{where}.depends_on: {dep!r} listed twice")
             dependents[dep].append(task.id)
-        adapter = task.adapter or defaults.adapter
+        for n_need, need in enumerate(task.needs):
+            if need not in CAPABILITIES:
+                raise SpecError(f"{where}.needs[{n_need}]: unknown capability {need!r} (known: {', '.join(CAPABILITIES)})")
+        adapter = task.adapter or (_route(facts, tuple(task.needs), where) if task.needs else defaults.adapter)
         if adapter not in adapters:
             raise SpecError(f"{where}.adapter: unknown adapter {adapter!r}")
+        lacking = [need for need in task.needs if need not in facts.capabilities(adapter)]
+        if lacking:
+            raise SpecError(f"{where}.needs: adapter {adapter!r} lacks {', '.join(lacking)}")
+        side_effects = sorted(SIDE_EFFECTS & set(task.needs)) + (["its adapter acts outside the repository"] if facts.needs_approval(adapter) else [])
+        if side_effects and not (task.approve or approve_all):
+            raise SpecError(f"{where}: needs approval ({', '.join(side_effects)}): set approve = true or pass --approve")
         if adapter == "shell" and not task.command:
             raise SpecError(f"{where}.command: the shell adapter needs a command")
         if adapter != "shell" and not (task.prompt or "").strip():
@@ -174,11 +213,30 @@ def _validate(raw: _RawSpec, adapters: Collection[str]) -> JobSpec:
                 setup=task.setup or raw.defaults.setup,
                 repair_rounds=task.repair_rounds or raw.defaults.repair_rounds,
                 auditor=auditor,
+                model=task.model,
+                needs=tuple(task.needs),
+                approved=bool(side_effects),
             )
         )
     specs = [msgspec.structs.replace(s, dependents=tuple(dependents[s.id])) for s in specs]
     _refuse_cycles(specs)
-    return JobSpec(goal=raw.goal, base=raw.base, defaults=defaults, tasks=tuple(specs))
+    return JobSpec(goal=raw.goal, base=raw.base, defaults=defaults, tasks=tuple(specs), budget=_budget(raw.budget))
+
+
+def _route(facts: AdapterFacts, needs: tuple[str, ...], where: str) -> str:
+    if facts.route is None:
+        raise SpecError(f"{where}.needs: no adapter is known to have {', '.join(needs)}; name one with adapter =")
+    try:
+        return facts.route(needs)
+    except BadInput as exc:
+        raise SpecError(f"{where}.needs: {exc}") from None
+
+
+def _budget(raw: _RawBudget | None) -> Budget | None:
+    if raw is None:
+        return None
+    wall = None if raw.max_wall is None else parse_duration(raw.max_wall, "budget.max_wall")
+    return Budget(max_usd=raw.max_usd, max_tokens=raw.max_tokens, max_attempts=raw.max_attempts, max_wall=wall)
 
 
 def _refuse_cycles(specs: list[TaskSpec]) -> None:

@@ -46,7 +46,7 @@ def from_checks(results: dict[str, bool]) -> Judgement:
     return Judgement("complete", "clean", "aligned", evidence)
 
 
-def _last_json_object(text: str) -> dict | None:
+def last_json_object(text: str) -> dict | None:
     """The last top-level JSON object in `text` (objects nested in it do not count)."""
     decoder = json.JSONDecoder()
     found, start = None, text.find("{")
@@ -64,7 +64,7 @@ def _last_json_object(text: str) -> dict | None:
 
 def parse_auditor(text: str) -> Judgement:
     """An auditor's answer as a Judgement; malformed answers fail closed."""
-    answer = _last_json_object(text)
+    answer = last_json_object(text)
     if answer is None:
         return Judgement(malformed="no JSON verdict in the auditor's answer")
     values = {claim: answer.get(claim) for claim in CLAIMS}

@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gitswarm.model.artifacts import Artifact, artifact_id
+from gitswarm.model.artifacts import Artifact, Run, artifact_id
+from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, NotFound, RefConflict
 from gitswarm.model.ids import new_id
-from gitswarm.model.ops import ArtifactsRecorded, Cancelled, JobCreated, LeaseExpired, Retried, TaskClaimed, TaskFinished
+from gitswarm.model.ops import ArtifactsRecorded, BudgetStopped, Cancelled, JobCreated, LeaseExpired, Retried, TaskClaimed, TaskFinished
 from gitswarm.model.records import Job, Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.model.spec import JobSpec
@@ -91,6 +92,7 @@ class Ledger:
             source=source,
             base=base,
             base_ref=base_ref,
+            budget=spec.budget,
         )
         op = self.refs.next_op(JobCreated, None, now, job=job, tasks=spec.tasks)
         with self.index.immediate():
@@ -121,20 +123,22 @@ class Ledger:
 
     # -- leases ---------------------------------------------------------------------------
 
-    def claim(self, owner: str, ttl: float, now: float, job_id: str | None = None) -> Lease | None:
+    def claim(
+        self, owner: str, ttl: float, now: float, job_id: str | None = None, exclude: frozenset[str] = frozenset()
+    ) -> Lease | None:
         """Lease one queued task (highest priority first), or None when there is none.
 
         Candidates of the top priority are picked at random among the first
         few, so workers claiming at once spread over rows instead of queueing
         on one.
         """
-        query, params = self._claim_query(now, job_id)
+        query, params = self._claim_query(now, job_id, exclude)
         if not self.index.db.execute(query, params).fetchone():
             return None  # nothing to claim: no need to take the write lock
         with self.index.immediate():
-            return self._claim_locked(owner, ttl, now, job_id)
+            return self._claim_locked(owner, ttl, now, job_id, exclude)
 
-    def _claim_query(self, now: float, job_id: str | None) -> tuple[str, list[object]]:
+    def _claim_query(self, now: float, job_id: str | None, exclude: frozenset[str] = frozenset()) -> tuple[str, list[object]]:
         query = (
             "SELECT t.job, t.id, t.priority FROM tasks t JOIN jobs j ON j.id = t.job"
             " WHERE t.state = 'queued' AND j.cancelled = 0 AND t.not_before <= ?"
@@ -143,19 +147,31 @@ class Ledger:
         if job_id is not None:
             query += " AND t.job = ?"
             params.append(job_id)
+        if exclude:  # adapters whose preflight failed here: their tasks wait for another worker
+            query += f" AND t.adapter NOT IN ({','.join('?' * len(exclude))})"
+            params.extend(sorted(exclude))
         return query + " ORDER BY t.priority DESC, t.job, t.seq LIMIT ?", [*params, CLAIM_SPREAD]
 
-    def _claim_locked(self, owner: str, ttl: float, now: float, job_id: str | None) -> Lease | None:
-        pick = self._pick(now, job_id)
+    def _claim_locked(
+        self, owner: str, ttl: float, now: float, job_id: str | None, exclude: frozenset[str] = frozenset()
+    ) -> Lease | None:
+        pick = self._pick(now, job_id, exclude=exclude)
         return None if pick is None else self._claim_chosen(*pick, owner, ttl, now)
 
-    def _pick(self, now: float, job_id: str | None, pending: Change | None = None, pending_job: str = "") -> tuple[str, str] | None:
+    def _pick(
+        self,
+        now: float,
+        job_id: str | None,
+        pending: Change | None = None,
+        pending_job: str = "",
+        exclude: frozenset[str] = frozenset(),
+    ) -> tuple[str, str] | None:
         """The (job, task) to claim next: a random one among the top few of the highest priority.
 
         `pending` is a change of `pending_job` not yet in the index (a finish
         being written in the same commit): its tasks are judged by it instead.
         """
-        query, params = self._claim_query(now, job_id)
+        query, params = self._claim_query(now, job_id, exclude)
         rows = [(r[2], r[0], r[1]) for r in self.index.db.execute(query, params)]
         if pending is not None:
             rows = [r for r in rows if not (r[1] == pending_job and r[2] in pending.tasks)]
@@ -163,7 +179,7 @@ class Ledger:
                 rows += [
                     (t.spec.priority, pending_job, t.id)
                     for t in pending.tasks.values()
-                    if t.state is TaskState.QUEUED and t.not_before <= now
+                    if t.state is TaskState.QUEUED and t.not_before <= now and t.spec.adapter not in exclude
                 ]
         if not rows:
             return None
@@ -176,10 +192,18 @@ class Ledger:
             TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner, lease_expires=now + ttl
         )
 
-    def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease:
-        snapshot, change = self._transition(
-            job_id, lambda s: (self._claim_op(s, s.task(task_id), owner, ttl, now), ())
-        )
+    def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
+        """Lease the task; or, when the job's budget is spent, stop the job instead (None)."""
+
+        def build(s: Snapshot) -> tuple[object, Sequence[Artifact]]:
+            spent = exhausted(s.job, s.state, now)
+            if spent is not None:
+                return self.refs.next_op(BudgetStopped, s, now, reason=spent), ()
+            return self._claim_op(s, s.task(task_id), owner, ttl, now), ()
+
+        snapshot, change = self._transition(job_id, build)
+        if change.state.stopped:
+            return None
         return _lease(snapshot, change, task_id, owner, now + ttl)
 
     def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
@@ -217,6 +241,7 @@ class Ledger:
         artifacts: Sequence[Artifact] = (),
         retryable: bool = True,
         job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(),
     ) -> tuple[Task, Lease | None]:
         """finish(), then claim the worker's next task in the same critical section.
 
@@ -234,9 +259,13 @@ class Ledger:
             def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:
                 op, _ = finish(snapshot)
                 after = apply(op, snapshot.state, snapshot.task)
-                picked[0] = pick = self._pick(now, job_id, after, lease.job)
+                picked[0] = pick = self._pick(now, job_id, after, lease.job, exclude)
                 if pick is None or pick[0] != lease.job:
                     return op, artifacts
+                spent = exhausted(snapshot.job, after.state, now)
+                if spent is not None:
+                    picked[0] = None
+                    return [op, self.refs.next_op(BudgetStopped, snapshot, now, after=1, reason=spent)], artifacts
                 task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
                 return [op, self._claim_op(snapshot, task, lease.owner, ttl, now, after=1)], artifacts
 
@@ -259,9 +288,13 @@ class Ledger:
         self, lease: Lease, ok: bool, now: float, error: str | None, artifacts: Sequence[Artifact], retryable: bool
     ) -> Callable[[Snapshot], tuple[object, Sequence[Artifact]]]:
         ids = tuple(artifact_id(a) for a in artifacts)
+        runs = [a for a in artifacts if isinstance(a, Run)]
+        cost = round(sum(r.cost_usd or 0.0 for r in runs), 8)
+        tokens = sum(r.tokens for r in runs)
         return lambda s: (
             self.refs.next_op(
-                TaskFinished, s, now, task=lease.task, token=lease.token, ok=ok, error=error, artifacts=ids, retryable=retryable
+                TaskFinished, s, now, task=lease.task, token=lease.token, ok=ok, error=error, artifacts=ids,
+                retryable=retryable, cost_usd=cost, tokens=tokens,
             ),
             artifacts,
         )

@@ -156,8 +156,8 @@ SPECS: dict[str, tuple[str | bytes, str]] = {
         "tasks[0].adapter: unknown adapter 'claude'",
     ),
     "unknown_default_adapter": (
-        spec_text('id = "a"\ncommand = "true"', defaults='adapter = "codex"'),
-        "defaults.adapter: unknown adapter 'codex'",
+        spec_text('id = "a"\ncommand = "true"', defaults='adapter = "no-such-agent"'),
+        "defaults.adapter: unknown adapter 'no-such-agent'",
     ),
     "dotdot_task_id": (spec_text('id = "../../x"\ncommand = "true"'), "tasks[0].id: invalid task id '../../x'"),
     "slash_task_id": (spec_text('id = "a/b"\ncommand = "true"'), "tasks[0].id: invalid task id 'a/b'"),
@@ -187,7 +187,7 @@ def test_malformed_spec_in_a_fresh_repo_writes_no_ref_at_all(repo: Path) -> None
 
 def test_adapter_defined_by_the_repository_is_known(repo: Path) -> None:
     (repo / ".gitswarm" / "adapters").mkdir(parents=True)
-    (repo / ".gitswarm" / "adapters" / "claude.toml").write_text("")
+    (repo / ".gitswarm" / "adapters" / "claude.toml").write_text('executable = "claude"\n')
     submit(repo, str(SPECS["unknown_adapter"][0]))
 
 

@@ -84,8 +84,9 @@ def test_two_parallel_tasks_never_see_each_others_edits_and_both_verify(repo: Pa
 # An agent that proves the two ran at the same time: it makes its edit, says it started,
 # waits until the other has started (and so has made its own edit), then looks for the
 # other's file in its own tree, and records what it saw in its file.
+# Its words come from the task's own section of the prompt packet gitswarm sends.
 BARRIER_AGENT = """#!/bin/sh
-set -- $1
+set -- $(printf '%s\\n' "$1" | awk 'f == 1 && NF {{ print; exit }} /^# Your task/ {{ f = 1 }}')
 own=$1 other=$2 sync={sync}
 echo pending > "$own.txt"
 touch "$sync/$own.started"

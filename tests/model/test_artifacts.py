@@ -48,6 +48,8 @@ def valid(kind: str) -> dict[str, Any]:
             "reviewer": "alice",
         },
         "summary": {"text": "all good\nmore"},
+        "run": {"adapter": "codex", "exit_code": 0, "duration": 3.5, "cost_usd": 0.012, "input_tokens": 100,
+                "output_tokens": 20, "session_id": "s-1"},
     }[kind]
     return {"kind": kind, **BASE, **body}
 

@@ -1,0 +1,204 @@
+"""The adapter spec: one TOML file describes how to drive one agent CLI headless.
+
+The smallest valid spec is `executable = "name"`: the prompt goes as the last
+argument and stdout is read as plain text. Everything else is optional; see
+docs/adapters.md for every key. Specs are decoded strictly: an unknown key is
+refused with the file and the key named.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
+from gitswarm.model.errors import BadInput
+from gitswarm.model.spec import parse_duration
+
+PLACEHOLDERS = frozenset(
+    {"prompt", "prompt_file", "workdir", "scratch", "model", "schema", "schema_file", "usage_file", "budget_usd"}
+)
+Arg = str | list[str]  # a list is an optional group: dropped when one of its placeholders is empty
+
+
+class Selector(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Where one value is in JSON output: a dotted path, in the events matching `where`.
+
+    `take` says which matching event counts (jsonl): the last, the first, or the
+    sum over all of them (token counts reported per turn).
+    """
+
+    path: str
+    where: dict[str, str | bool | int] = {}
+    take: Literal["last", "first", "sum"] = "last"
+
+
+Field = str | Selector
+
+
+class OutputSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    format: Literal["text", "json", "jsonl"] = "text"
+    text: Field | None = None  # the agent's final answer
+    error: Field | None = None  # true (or a non-empty string) when the run failed
+    error_text: Field | None = None  # why it failed
+    denials: Field | None = None  # a non-empty list: the agent was refused something it tried
+    session: Field | None = None
+    cost_usd: Field | None = None
+    input_tokens: Field | None = None
+    output_tokens: Field | None = None
+    model: Field | None = None
+    structured: Field | None = None  # the schema-checked answer, when the CLI returns one apart
+    usage_file: bool = False  # the fields above (but text) are read from {usage_file}, a JSON file
+    # text output: regular expressions with one group, searched in stdout then stderr
+    cost_regex: str | None = None
+    input_tokens_regex: str | None = None
+    output_tokens_regex: str | None = None
+    session_regex: str | None = None
+    error_regex: str | None = None  # a match means the run failed, whatever its exit code (aider exits 0)
+
+
+class ModeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    args: list[Arg]
+
+
+class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """An agent's own state directory, made ephemeral for each run.
+
+    A fresh directory is pointed at by `env`; every entry of the real one
+    (the caller's value of `env`, else `default`) is linked in, except `copy`
+    (copied, so a run cannot change the user's) and `fresh` (left out, for the
+    agent to start anew: no earlier session can be resumed).
+    """
+
+    env: str
+    default: str
+    copy: list[str] = []
+    fresh: list[str] = []
+
+
+class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    executable: str
+    description: str = ""
+    version_args: list[str] = msgspec.field(default_factory=lambda: ["--version"])
+    help_args: list[list[str]] = msgspec.field(default_factory=lambda: [["--help"]])
+    unlisted_flags: list[str] = []  # flags the CLI accepts but its --help does not list
+    capabilities: list[str] = []
+    timeout: str | float | None = None
+    prompt: Literal["arg", "stdin", "file"] = "arg"
+    args: list[Arg] | None = None  # both modes, unless [analyze] or [implement] says otherwise
+    analyze: ModeSpec | None = None
+    implement: ModeSpec | None = None
+    model: str | None = None
+    env: dict[str, str] = {}
+    pass_env: list[str] = []  # variables taken from the caller's environment when set (keys, endpoints)
+    home_files: list[str] = []  # paths under the real home linked into the run's ephemeral home
+    home_copy: list[str] = []  # paths under the real home copied in (files the agent may rewrite)
+    state_home: StateHome | None = None
+    output: OutputSpec = msgspec.field(default_factory=OutputSpec)
+    exit_codes: dict[str, str] = {}  # "42" = "input error": what a code means, for the error message
+    approve: bool = False  # runs act outside the repository: tasks need approval
+
+    def args_for(self, mode: str) -> list[Arg] | None:
+        chosen = self.implement if mode == "implement" else self.analyze
+        return chosen.args if chosen is not None else self.args
+
+    def flags(self) -> list[str]:
+        """Every flag the spec's argument templates use, for the preflight check."""
+        found: list[str] = []
+        for args in (self.args, self.analyze and self.analyze.args, self.implement and self.implement.args):
+            for arg in args or ():
+                for word in [arg] if isinstance(arg, str) else arg:
+                    flag = word.split("=", 1)[0]
+                    if re.fullmatch(r"--?[A-Za-z][\w-]*", flag) and flag not in found:
+                        found.append(flag)
+        return found
+
+    @property
+    def side_effects(self) -> bool:
+        return self.approve or bool(SIDE_EFFECTS & set(self.capabilities))
+
+
+def load_spec(path: Path) -> AgentSpec:
+    """Parse and check an adapter spec; every error names the file (and the key)."""
+    try:
+        spec = msgspec.toml.decode(path.read_bytes(), type=AgentSpec)
+    except msgspec.ValidationError as exc:
+        message = str(exc).replace("Object contains unknown field", "unknown key")
+        raise BadInput(f"{path}: {message}") from None
+    except (msgspec.DecodeError, OSError) as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    _check(spec, path)
+    return spec
+
+
+def _check(spec: AgentSpec, path: Path) -> None:
+    def fail(message: str) -> None:
+        raise BadInput(f"{path}: {message}")
+
+    if not spec.executable.strip():
+        fail("executable is empty")
+    for capability in spec.capabilities:
+        if capability not in CAPABILITIES:
+            fail(f"capabilities: unknown {capability!r} (known: {', '.join(CAPABILITIES)})")
+    if spec.timeout is not None:
+        try:
+            parse_duration(spec.timeout, "timeout")
+        except BadInput as exc:
+            fail(str(exc))
+    for where, args in (("args", spec.args), ("analyze.args", spec.analyze and spec.analyze.args),
+                        ("implement.args", spec.implement and spec.implement.args)):
+        for arg in args or ():
+            for word in [arg] if isinstance(arg, str) else arg:
+                for name in _placeholders(word, f"{where}: {word!r}", fail):
+                    if name not in PLACEHOLDERS:
+                        fail(f"{where}: unknown placeholder {{{name}}} (known: {', '.join(sorted(PLACEHOLDERS))})")
+    used = {name for args in (spec.args_for("analyze"), spec.args_for("implement")) for name in _all_placeholders(args)}
+    if spec.prompt == "file" and "prompt_file" not in used:
+        fail('prompt = "file" needs {prompt_file} in the arguments')
+    if spec.output.usage_file and "usage_file" not in used:
+        fail("output.usage_file needs {usage_file} in the arguments")
+    if spec.output.format == "text" and any(
+        getattr(spec.output, key) is not None for key in ("error", "denials", "structured", "session", "cost_usd")
+    ) and not spec.output.usage_file:
+        fail('output: fields of JSON output need format = "json" or "jsonl" (or usage_file)')
+    for key in ("cost_regex", "input_tokens_regex", "output_tokens_regex", "session_regex", "error_regex"):
+        pattern = getattr(spec.output, key)
+        if pattern is not None:
+            try:
+                if re.compile(pattern).groups != 1:
+                    fail(f"output.{key}: needs exactly one group")
+            except re.error as exc:
+                fail(f"output.{key}: {exc}")
+    for code in spec.exit_codes:
+        if not code.lstrip("-").isdigit():
+            fail(f"exit_codes: {code!r} is not an exit code")
+    for name in spec.pass_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            fail(f"pass_env: {name!r} is not a variable name")
+    for key in ("home_files", "home_copy"):
+        for entry in getattr(spec, key):
+            if entry.startswith("/") or ".." in Path(entry).parts:
+                fail(f"{key}: {entry!r} must be a path inside the home directory")
+
+
+def _placeholders(word: str, where: str, fail: object) -> list[str]:
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(word) if name is not None]
+    except ValueError as exc:
+        fail(f"{where}: {exc}")  # type: ignore[operator]
+        return []
+
+
+def _all_placeholders(args: list[Arg] | None) -> set[str]:
+    names: set[str] = set()
+    for arg in args or ():
+        for word in [arg] if isinstance(arg, str) else arg:
+            try:
+                names.update(name for _, name, _, _ in string.Formatter().parse(word) if name)
+            except ValueError:
+                continue
+    return names

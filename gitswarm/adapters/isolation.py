@@ -1,0 +1,93 @@
+"""Each agent run gets an environment built from an allow-list and a home of its own.
+
+Never the whole parent environment, never the real home: only PATH, the
+locale and terminal variables, the variables the adapter spec names (its API
+key, its endpoint), the task's own `env`, and the few files under the real
+home that the spec declares (the agent's own config or credentials), linked
+into a fresh directory that is removed after the run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from gitswarm.adapters.agentspec import AgentSpec, StateHome
+
+#: Passed through from the caller when set: what any program needs to run.
+BASE_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+#: Set for every run: git never prompts and no pager waits for a keypress.
+FIXED = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_EDITOR": "true", "EDITOR": "true"}
+SCRATCH_PREFIX = "gitswarm-run-"
+
+
+def make_scratch() -> Path:
+    """A private directory for one run: its home, prompt file, schema and usage files."""
+    return Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+
+
+def run_environment(
+    spec: AgentSpec, parent: Mapping[str, str], task_env: Mapping[str, str], home: Path
+) -> dict[str, str]:
+    env = {name: parent[name] for name in BASE_ALLOW if name in parent}
+    env.update((name, parent[name]) for name in spec.pass_env if name in parent)
+    env.update(spec.env)
+    env.update(task_env)
+    env.update(FIXED)
+    env["HOME"] = str(home)
+    env.setdefault("USER", "gitswarm")
+    return env
+
+
+def build_home(spec: AgentSpec, scratch: Path, parent: Mapping[str, str], env: dict[str, str]) -> Path:
+    """Create the run's home under `scratch`, linking in what the spec declares."""
+    home = scratch / "home"
+    home.mkdir(mode=0o700)
+    real = Path(parent["HOME"]) if parent.get("HOME") else None
+    if real is not None and real.is_dir():
+        for entry, link in [(e, True) for e in spec.home_files] + [(e, False) for e in spec.home_copy]:
+            source = real / entry
+            if not source.exists():
+                continue
+            target = home / entry
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if link:
+                target.symlink_to(source)
+            elif source.is_dir():
+                shutil.copytree(source, target, symlinks=True)
+            else:
+                shutil.copy2(source, target)
+    if spec.state_home is not None:
+        state = spec.state_home
+        if parent.get(state.env):
+            source: Path | None = Path(parent[state.env])
+        elif state.default.startswith("~/"):
+            source = real / state.default[2:] if real is not None else None
+        else:
+            source = Path(state.default)
+        env[state.env] = str(_state_home(state, scratch, source))
+    return home
+
+
+def _state_home(state: StateHome, scratch: Path, source: Path | None) -> Path:
+    target = scratch / "state"
+    target.mkdir(mode=0o700)
+    if source is not None and source.is_dir():
+        for entry in source.iterdir():
+            if entry.name in state.fresh:
+                continue
+            if entry.name in state.copy:
+                if entry.is_dir():
+                    shutil.copytree(entry, target / entry.name, symlinks=True)
+                else:
+                    shutil.copy2(entry, target / entry.name)
+            else:
+                (target / entry.name).symlink_to(entry)
+    return target
+
+
+def remove_scratch(scratch: Path | None) -> None:
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)

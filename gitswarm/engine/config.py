@@ -1,0 +1,46 @@
+"""Repository configuration: `.gitswarm.toml`, or `[tool.gitswarm]` in pyproject.toml.
+
+    [adapters]
+    prefer = ["hermes", "claude-code"]   # routing order for tasks that name capabilities
+    disabled = ["aider"]                 # never routed to
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from gitswarm.adapters.registry import DEFAULT_PREFERENCE
+from gitswarm.model.errors import BadInput
+
+CONFIG_FILE = ".gitswarm.toml"
+
+
+class AdaptersConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    prefer: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_PREFERENCE))
+    disabled: list[str] = []
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    adapters: AdaptersConfig = msgspec.field(default_factory=AdaptersConfig)
+
+
+def load_config(workdir: Path | None) -> Config:
+    """The repository's configuration; defaults when it has none."""
+    if workdir is None:
+        return Config()
+    own, pyproject = workdir / CONFIG_FILE, workdir / "pyproject.toml"
+    try:
+        if own.is_file():
+            return msgspec.convert(tomllib.loads(own.read_text()), Config)
+        if pyproject.is_file():
+            section = tomllib.loads(pyproject.read_text()).get("tool", {}).get("gitswarm")
+            return Config() if section is None else msgspec.convert(section, Config)
+    except (tomllib.TOMLDecodeError, OSError) as exc:
+        raise BadInput(f"{own if own.is_file() else pyproject}: {exc}") from None
+    except msgspec.ValidationError as exc:
+        where = own if own.is_file() else f"{pyproject} [tool.gitswarm]"
+        raise BadInput(f"{where}: {str(exc).replace('Object contains unknown field', 'unknown key')}") from None
+    return Config()
