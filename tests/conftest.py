@@ -101,3 +101,13 @@ def spec_text(*tasks: str, goal: str = "test goal", defaults: str = "") -> str:
     """A job spec from task bodies, e.g. spec_text('id = "a"\\ncommand = "true"')."""
     head = f'goal = "{goal}"\n' + (f"[defaults]\n{defaults}\n" if defaults else "")
     return head + "".join(f"[[tasks]]\n{body}\n" for body in tasks)
+
+
+FAKES = Path(__file__).parent / "fakes" / "bin"
+
+
+@pytest.fixture
+def fake_clis(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the fake agent CLIs (tests/fakes/bin: claude, codex, gemini, aider, hermes, omp) first on PATH."""
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
+    return FAKES

@@ -83,7 +83,8 @@ class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
 class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     executable: str
     description: str = ""
-    version_args: list[str] = msgspec.field(default_factory=lambda: ["--version"])
+    # None: `--version` is tried, and a CLI without one still passes its preflight.
+    version_args: list[str] | None = None
     help_args: list[list[str]] = msgspec.field(default_factory=lambda: [["--help"]])
     unlisted_flags: list[str] = []  # flags the CLI accepts but its --help does not list
     capabilities: list[str] = []

@@ -51,13 +51,16 @@ def check(found: Found, parent_env: Mapping[str, str]) -> Preflight:
             said = (result.stdout + b"\n" + result.stderr).decode(errors="replace")
             return (None if result.error or result.stopped else result.exit_code), result.error or said
 
-        code, said = probe(spec.version_args)
-        shown = " ".join([spec.executable, *spec.version_args])
-        if code != 0:
+        if not os.access(found.executable, os.X_OK):
+            return Preflight(found.name, False, None, f"{found.executable} is not executable")
+        version_args = spec.version_args if spec.version_args is not None else ["--version"]
+        code, said = probe(version_args)
+        version = _last_line(said.strip().splitlines()[0]) if code == 0 and said.strip() else None
+        if code != 0 and spec.version_args is not None:
+            shown = " ".join([spec.executable, *version_args])
             return Preflight(found.name, False, None, f"`{shown}` failed: {_last_line(said) or f'exit {code}'}")
-        version = _last_line(said.strip().splitlines()[0] if said.strip() else "")
         help_text = ""
-        for args in spec.help_args:
+        for args in spec.help_args if spec.flags() else []:
             code, said = probe(args)
             if code != 0:
                 return Preflight(found.name, False, version, f"`{' '.join([spec.executable, *args])}` exited {code}")

@@ -2,7 +2,6 @@
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -10,9 +9,10 @@ import typer
 
 from gitswarm import __version__
 from gitswarm.cli import render
+from gitswarm.cli.adapters_cmd import adapters_app
+from gitswarm.cli.context import Context, _ctx
 from gitswarm.cli.output import Output
 from gitswarm.cli.progress import print_markdown, progress_sink
-from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import EXIT_FAILED, BadInput
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 
@@ -37,15 +37,9 @@ index_app = typer.Typer(help="The SQLite index beside the refs.", no_args_is_hel
 app.add_typer(index_app, name="index")
 worktrees_app = typer.Typer(help="Delegation worktrees.", rich_markup_mode=None)
 app.add_typer(worktrees_app, name="worktrees")
+app.add_typer(adapters_app, name="adapters")
 
-
-@dataclass
-class Context:
-    output: Output
-    path: Path
-
-    def swarm(self) -> Swarm:
-        return Swarm(self.path)
+ApproveOption = Annotated[bool, typer.Option("--approve", help="Approve tasks that act outside the repository (browser, deploy).")]
 
 
 def _version(value: bool) -> None:
@@ -71,10 +65,6 @@ def main(
     ctx.obj = Context(Output(json), Path("."))
 
 
-def _ctx(ctx: typer.Context) -> Context:
-    return ctx.find_root().obj
-
-
 @app.command()
 def init(ctx: typer.Context) -> None:
     """Set up the index (and this clone's actor id); safe to run again."""
@@ -85,11 +75,11 @@ def init(ctx: typer.Context) -> None:
 
 
 @app.command()
-def submit(ctx: typer.Context, spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")]) -> None:
+def submit(ctx: typer.Context, spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")], approve: ApproveOption = False) -> None:
     """Create a job from SPEC and print its id."""
     c = _ctx(ctx)
     swarm = c.swarm()
-    job_id = swarm.submit_file(spec)
+    job_id = swarm.submit_file(spec, approve=approve)
     for notice in swarm.notices:
         c.output.info(f"gitswarm: note: {notice}")
     c.output.result({"id": job_id}, lambda d: d["id"])
@@ -141,6 +131,7 @@ def run(
     jobs: JobsOption = 4,
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
+    approve: ApproveOption = False,
 ) -> None:
     """Submit a job, work it to the end, print its summary; exit 0 iff every task succeeded."""
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
@@ -149,11 +140,13 @@ def run(
     options = _work_options(jobs, lease, output_cap)
     swarm = c.swarm()
     with progress_sink(c.output.json_mode) as sink:
-        data = run_engine.run(swarm, spec, options, sink)
+        data = run_engine.run(swarm, spec, options, sink, approve=approve)
     if c.output.json_mode:
         c.output.result(data, str)
     elif "summary" in data:
         print_markdown(data["summary"]["text"])
+    for name, reason in sorted(data.get("unusable", {}).items()):
+        c.output.info(f"gitswarm: tasks for adapter {name} were not run: {reason}")
     if data["status"] != "succeeded":
         raise typer.Exit(EXIT_FAILED)
 
@@ -176,6 +169,8 @@ def work(
     options = _work_options(jobs, lease, output_cap, job_id, until_idle)
     with progress_sink(c.output.json_mode) as sink:
         data = run_engine.work(swarm, options, sink)
+    for name, reason in sorted(data["unusable"].items()):
+        c.output.info(f"gitswarm: tasks for adapter {name} were not run: {reason}")
     c.output.result(data, lambda d: f"done; summaries written for {len(d['jobs'])} jobs")
 
 

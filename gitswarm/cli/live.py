@@ -55,6 +55,8 @@ class LiveView:
                 self.recent.append(f"[{STATE_STYLES.get(event['state'], '')}]{event['task']} {event['state']}[/]{detail}")
         elif kind == "worker_exit":
             self.recent.append(f"[yellow]worker {event['worker']} exited ({event['code']}); requeued {len(event['requeued'])}[/]")
+        elif kind == "adapter_unusable":
+            self.console.print(f"[red]adapter {event['adapter']} will not be used:[/] {event['reason']}")
         elif kind == "notice":
             self.console.print(f"[yellow]note:[/] {event['message']}")
         elif kind == "demo":

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import replace
 
+from gitswarm.engine.adapters import preflight_cache
 from gitswarm.engine.stitch import build_summary
+from gitswarm.model.errors import BadInput
 from gitswarm.engine.supervisor import FINISHED, EventSink, Supervisor, WorkOptions
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import artifact_id
@@ -28,19 +32,50 @@ def write_summary(swarm: Swarm, job_id: str) -> str | None:
     return swarm.ledger.record_artifacts(job_id, None, [summary], swarm.clock())[0]
 
 
+def unusable_adapters(swarm: Swarm, job: str | None, parent_env: Mapping[str, str]) -> dict[str, str]:
+    """The adapters of pending tasks whose preflight fails here, with why."""
+    cache = preflight_cache(swarm, parent_env)
+    failed = {}
+    for name in swarm.index.pending_adapters(job):
+        if name == "shell":
+            continue
+        try:
+            result = cache.get(name)
+        except BadInput as exc:  # a spec that no longer loads
+            failed[name] = str(exc)
+            continue
+        if not result.ok:
+            failed[name] = result.reason or "preflight failed"
+    return failed
+
+
 def work(swarm: Swarm, options: WorkOptions, on_event: EventSink) -> dict:
-    """Run workers until done; stitch every job that this run moved and that has finished."""
+    """Run workers until done; stitch every job that this run moved and that has finished.
+
+    Adapters whose preflight fails are never leased to; if only their tasks are
+    left, the run stops and says so instead of waiting.
+    """
+    unusable = unusable_adapters(swarm, options.job, os.environ)
+    for name, reason in sorted(unusable.items()):
+        on_event({"event": "adapter_unusable", "adapter": name, "reason": reason})
+    if unusable:
+        options = replace(options, worker=replace(options.worker, exclude=options.worker.exclude | frozenset(unusable)))
     touched = Supervisor(swarm, options, on_event).run()
     jobs = [options.job] if options.job else sorted(touched)
     stitched = [job for job in jobs if write_summary(swarm, job)]
-    return {"jobs": stitched}
+    return {"jobs": stitched, "unusable": unusable}
 
 
-def run(swarm: Swarm, spec: str | os.PathLike[str], options: WorkOptions, on_event: EventSink) -> dict:
-    """Submit a job, work it to the end, return its summary view."""
-    job_id = swarm.submit_file(spec)
+def run(
+    swarm: Swarm, spec: str | os.PathLike[str], options: WorkOptions, on_event: EventSink, approve: bool = False
+) -> dict:
+    """Submit a job, work it to the end, return its summary view (and which adapters could not run)."""
+    job_id = swarm.submit_file(spec, approve=approve)
     on_event({"event": "submitted", "job": job_id})
     for notice in swarm.notices:
         on_event({"event": "notice", "message": notice})
-    work(swarm, WorkOptions(workers=options.workers, job=job_id, worker=options.worker), on_event)
-    return swarm.show(job_id)
+    worked = work(swarm, WorkOptions(workers=options.workers, job=job_id, worker=options.worker), on_event)
+    view = swarm.show(job_id)
+    if worked["unusable"]:
+        view["unusable"] = worked["unusable"]
+    return view

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gitswarm.adapters.shell import tail
-from gitswarm.model.artifacts import Check, Decision, Finding, Patch, Summary, Verdict
+from gitswarm.model.artifacts import Run, Check, Decision, Finding, Patch, Summary, Verdict
 from gitswarm.model.records import TaskState
 from gitswarm.store.jobs import Snapshot
 
@@ -17,6 +17,7 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
     tasks = snapshot.tasks()
     artifacts = {a: snapshot.artifact(a) for t in tasks for a in t.artifacts}
     rows, failures, findings, decisions, patches = [], [], [], [], []
+    runs = [a for a in artifacts.values() if isinstance(a, Run)]
     verdicts: dict[str, Verdict] = {}
     for artifact in artifacts.values():
         if isinstance(artifact, Verdict):
@@ -84,8 +85,26 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
         "findings": findings,
         "decisions": decisions,
         "patches": patches,
+        "cost": _cost(runs),
+        "stopped_by": state.stopped,
     }
     return Summary(job=job.id, created=ended, producer="stitcher", text=render_markdown(job.id, data), data=data)
+
+
+def _cost(runs: list[Run]) -> dict:
+    """Dollars and tokens over every agent run, where the adapters reported (or priced) them."""
+    priced = [r.cost_usd for r in runs if r.cost_usd is not None]
+    return {
+        "runs": len(runs),
+        "usd": round(sum(priced), 6) if priced else None,
+        "estimated": any(r.cost_estimated for r in runs),
+        "input_tokens": sum(r.input_tokens or 0 for r in runs),
+        "output_tokens": sum(r.output_tokens or 0 for r in runs),
+        "by_adapter": {
+            name: round(sum(r.cost_usd or 0.0 for r in runs if r.adapter == name), 6)
+            for name in sorted({r.adapter for r in runs})
+        },
+    }
 
 
 def _check_outcome(check: Check) -> str:
@@ -95,6 +114,12 @@ def _check_outcome(check: Check) -> str:
 def render_markdown(job_id: str, data: dict) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in data["counts"].items())
     lines = [f"# {data['goal']}", "", f"Job `{job_id}`: **{data['status']}** ({counts}) in {data['wall_seconds']:.1f}s", ""]
+    if data.get("stopped_by"):
+        lines += [f"Stopped by its budget: {data['stopped_by']}. Nothing more was leased.", ""]
+    cost = data.get("cost") or {}
+    if cost.get("runs"):
+        usd = "unknown" if cost["usd"] is None else f"${cost['usd']:.4f}" + (" (partly estimated from tokens)" if cost["estimated"] else "")
+        lines += [f"Agent runs: {cost['runs']}, cost {usd}, tokens {cost['input_tokens']} in / {cost['output_tokens']} out.", ""]
     lines += ["| task | state | attempts | seconds | notes |", "| --- | --- | --- | --- | --- |"]
     for row in data["tasks"]:
         seconds = "" if row["seconds"] is None else f"{row['seconds']:.2f}"

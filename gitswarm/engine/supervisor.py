@@ -43,11 +43,14 @@ class WorkOptions:
 
 def is_done(swarm: Swarm, options: WorkOptions) -> bool:
     """The job is finished; or, with until_idle, nothing is queued or running anywhere."""
+    exclude = options.worker.exclude
     if options.job is not None:
         job = swarm.index.job(options.job)
-        return job is None or job["status"] in FINISHED
+        if job is None or job["status"] in FINISHED:
+            return True
+        return bool(exclude) and swarm.index.stalled(options.job, exclude)
     if options.until_idle:
-        return swarm.index.idle()
+        return swarm.index.idle() or (bool(exclude) and swarm.index.stalled(None, exclude))
     return False
 
 

@@ -384,6 +384,30 @@ class Index:
             "SELECT id, task, kind FROM artifacts WHERE job = ? ORDER BY id", (job_id,)
         ).fetchall()
 
+    def pending_adapters(self, job_id: str | None = None) -> list[str]:
+        """The adapters of tasks still to run (queued or blocked), in jobs that are not cancelled."""
+        query = (
+            "SELECT DISTINCT t.adapter FROM tasks t JOIN jobs j ON j.id = t.job"
+            " WHERE t.state IN ('queued', 'blocked') AND j.cancelled = 0"
+        )
+        params: list[object] = []
+        if job_id is not None:
+            query += " AND t.job = ?"
+            params.append(job_id)
+        return sorted(row[0] for row in self.db.execute(query, params))
+
+    def stalled(self, job_id: str | None, exclude: frozenset[str]) -> bool:
+        """Nothing runs, and everything queued waits for an excluded adapter: no worker here can go on."""
+        query = (
+            "SELECT 1 FROM tasks t JOIN jobs j ON j.id = t.job WHERE j.cancelled = 0 AND (t.state = 'running'"
+            f" OR (t.state = 'queued' AND t.adapter NOT IN ({','.join('?' * len(exclude))})))"
+        )
+        params: list[object] = sorted(exclude)
+        if job_id is not None:
+            query += " AND t.job = ?"
+            params.append(job_id)
+        return self.db.execute(query + " LIMIT 1", params).fetchone() is None
+
     def idle(self) -> bool:
         """Nothing queued or running in any job that is not cancelled."""
         row = self.db.execute(

@@ -1,0 +1,51 @@
+"""`gitswarm adapters list|check`: which agent CLIs are here, and whether they will run."""
+
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from gitswarm.cli import render
+from gitswarm.cli.context import _ctx
+from gitswarm.model.errors import EXIT_FAILED
+
+# No `from __future__ import annotations`: typer reads these annotations at start-up.
+
+adapters_app = typer.Typer(help="Agent adapters: list them, check them.", no_args_is_help=True, rich_markup_mode=None)
+
+
+@adapters_app.command("list")
+def adapters_list(ctx: typer.Context) -> None:
+    """Every adapter: where its spec comes from, its capabilities, whether its executable is found, its version."""
+    from gitswarm.engine.adapters import list_adapters  # deferred: runs each CLI's --version
+
+    c = _ctx(ctx)
+    data = list_adapters(c.swarm(), os.environ)
+    c.output.result(
+        data["adapters"],
+        lambda rows: render.table(
+            ("NAME", "SOURCE", "CAPABILITIES", "FOUND", "VERSION"),
+            [(a["name"], a["source"], ",".join(a["capabilities"]) or "-", "yes" if a["found"] else "no", a["version"] or "-") for a in rows],
+        ),
+    )
+
+
+@adapters_app.command("check")
+def adapters_check(
+    ctx: typer.Context,
+    name: Annotated[Optional[str], typer.Argument(help="One adapter; default: every adapter whose executable is found.")] = None,
+) -> None:
+    """Prove the executable runs and accepts every flag its spec uses; exit 1 if one does not."""
+    from gitswarm.engine.adapters import check_adapters  # deferred: runs each CLI
+
+    c = _ctx(ctx)
+    data = check_adapters(c.swarm(), os.environ, name)
+    c.output.result(
+        data,
+        lambda d: render.table(
+            ("NAME", "OK", "VERSION", "WHY"),
+            [(r["name"], "yes" if r["ok"] else "NO", r["version"] or "-", r["reason"] or "") for r in d["adapters"]],
+        ),
+    )
+    if not data["ok"]:
+        raise typer.Exit(EXIT_FAILED)
