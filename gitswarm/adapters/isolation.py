@@ -9,9 +9,10 @@ into a fresh directory that is removed after the run.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gitswarm.adapters.agentspec import AgentSpec, StateHome
@@ -89,5 +90,17 @@ def _state_home(state: StateHome, scratch: Path, source: Path | None) -> Path:
 
 
 def remove_scratch(scratch: Path | None) -> None:
-    if scratch is not None:
-        shutil.rmtree(scratch, ignore_errors=True)
+    """Remove a run's scratch directory, even where the agent left read-only directories."""
+    if scratch is None:
+        return
+
+    def writable_then_retry(func: Callable[..., object], path: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass  # a scratch directory under the system temp dir: nothing else depends on it
+
+    shutil.rmtree(scratch, onerror=writable_then_retry)

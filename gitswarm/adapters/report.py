@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,20 +155,24 @@ def _str(value: Any) -> str | None:
 
 def _float(value: Any) -> float | None:
     try:
-        return None if value is None or isinstance(value, bool) else float(str(value).replace(",", ""))
-    except ValueError:
+        number = None if value is None or isinstance(value, bool) else float(str(value).replace(",", ""))
+    except (ValueError, OverflowError):
         return None
+    return number if number is None or math.isfinite(number) else None
 
 
 def _int(value: Any) -> int | None:
     """A token count: 1234, "1,234", "2.3k", "1.1M"."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
     text = str(value).strip().lower().replace(",", "")
     multiplier = _SUFFIX.get(text[-1:], 1)
     try:
-        return int(round(float(text.rstrip("km")) * multiplier))
-    except ValueError:
+        number = float(text.rstrip("km")) * multiplier
+    except (ValueError, OverflowError):
         return None
+    return int(round(number)) if math.isfinite(number) else None
