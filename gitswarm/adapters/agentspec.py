@@ -46,6 +46,7 @@ class OutputSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     error: Field | None = None  # true (or a non-empty string) when the run failed
     error_text: Field | None = None  # why it failed
     denials: Field | None = None  # a non-empty list: the agent was refused something it tried
+    ignored_denials: list[str] = []  # tools whose refusal is expected, not a failure
     session: Field | None = None
     cost_usd: Field | None = None
     input_tokens: Field | None = None

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitswarm.adapters.agentspec import Field, OutputSpec, Selector
+from gitswarm.model.verdict import last_json_object
 
 _SUFFIX = {"k": 1_000, "m": 1_000_000}
 
@@ -51,7 +52,8 @@ def read_report(spec: OutputSpec, stdout: bytes, stderr: bytes, usage: bytes | N
     report.model = _str(_select(source, spec.model))
     report.structured = _select(docs, spec.structured)
     denials = _select(docs, spec.denials)
-    report.denials = list(denials) if isinstance(denials, list) else []
+    ignored = set(spec.ignored_denials)
+    report.denials = [d for d in denials if _denied(d) not in ignored] if isinstance(denials, list) else []
     error = _select(source, spec.error)
     if error not in (None, False, "", 0, [], {}):
         report.failed = True
@@ -82,7 +84,10 @@ def _documents(text: str, kind: str) -> list[Any]:
         try:
             return [json.loads(stripped)] if stripped else []
         except ValueError:
-            pass  # a CLI may print a warning before its JSON: take the last line that is JSON
+            # A CLI may print a notice before its JSON (gemini: "Loaded cached
+            # credentials." before a pretty-printed error): take the last object.
+            found = last_json_object(stripped)
+            return [found] if found is not None else []
     docs = []
     for line in text.splitlines():
         line = line.strip()
