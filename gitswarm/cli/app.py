@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from gitswarm import __version__
-from gitswarm.cli import render
+from gitswarm.cli import render, share_cmd
 from gitswarm.cli.adapters_cmd import adapters_app
 from gitswarm.cli.context import Context, _ctx
 from gitswarm.cli.output import Output
@@ -159,6 +159,7 @@ def work(
     until_idle: Annotated[bool, typer.Option("--until-idle", help="Stop when nothing is queued or running.")] = False,
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
+    trust: Annotated[Optional[list[str]], typer.Option("--trust", help="Also run jobs pulled from this remote.")] = None,
 ) -> None:
     """Run workers on queued tasks (until the job is done, or with --until-idle the queue; else until Ctrl-C)."""
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
@@ -168,7 +169,7 @@ def work(
     job_id = swarm.resolve_job(job) if job else None
     options = _work_options(jobs, lease, output_cap, job_id, until_idle)
     with progress_sink(c.output.json_mode) as sink:
-        data = run_engine.work(swarm, options, sink)
+        data = run_engine.work(swarm, options, sink, tuple(trust or ()))
     for name, reason in sorted(data["unusable"].items()):
         c.output.info(f"gitswarm: tasks for adapter {name} were not run: {reason}")
     c.output.result(data, lambda d: f"done; summaries written for {len(d['jobs'])} jobs")
@@ -353,3 +354,7 @@ def demo(ctx: typer.Context) -> None:
         print(render.demo_story(data["demo"]))
     if not demo_engine.demo_went_as_designed(data):
         raise typer.Exit(EXIT_FAILED)
+
+
+for command in (share_cmd.pull, share_cmd.push, share_cmd.sync, share_cmd.approve):
+    app.command()(command)

@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gitswarm.engine.adapters import preflight_cache
+from gitswarm.engine.share import remote_key
 from gitswarm.engine.stitch import build_summary
 from gitswarm.model.errors import BadInput
 from gitswarm.engine.supervisor import FINISHED, EventSink, Supervisor, WorkOptions
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import artifact_id
+from gitswarm.store.trust import Trust
 
 
 def write_summary(swarm: Swarm, job_id: str) -> str | None:
@@ -49,12 +51,21 @@ def unusable_adapters(swarm: Swarm, job: str | None, parent_env: Mapping[str, st
     return failed
 
 
-def work(swarm: Swarm, options: WorkOptions, on_event: EventSink) -> dict:
+def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[str, ...] = ()) -> dict:
     """Run workers until done; stitch every job that this run moved and that has finished.
 
     Adapters whose preflight fails are never leased to; if only their tasks are
     left, the run stops and says so instead of waiting.
     """
+    untrusted = Trust(swarm.repo.common_dir).untrusted(frozenset(remote_key(swarm, r) for r in trust))
+    if options.job is not None and options.job in untrusted:
+        raise BadInput(
+            f"job {options.job} was pulled from another clone: approve it (gitswarm approve {options.job}) "
+            "or trust its remote (--trust REMOTE) to run it here"
+        )
+    if untrusted:
+        on_event({"event": "untrusted", "jobs": sorted(untrusted)})
+        options = replace(options, worker=replace(options.worker, skip_jobs=untrusted))
     unusable = unusable_adapters(swarm, options.job, os.environ)
     for name, reason in sorted(unusable.items()):
         on_event({"event": "adapter_unusable", "adapter": name, "reason": reason})

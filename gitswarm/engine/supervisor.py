@@ -43,14 +43,14 @@ class WorkOptions:
 
 def is_done(swarm: Swarm, options: WorkOptions) -> bool:
     """The job is finished; or, with until_idle, nothing is queued or running anywhere."""
-    exclude = options.worker.exclude
+    exclude, skip = options.worker.exclude, options.worker.skip_jobs
     if options.job is not None:
         job = swarm.index.job(options.job)
         if job is None or job["status"] in FINISHED:
             return True
         return bool(exclude) and swarm.index.stalled(options.job, exclude)
     if options.until_idle:
-        return swarm.index.idle() or (bool(exclude) and swarm.index.stalled(None, exclude))
+        return swarm.index.idle() or (bool(exclude or skip) and swarm.index.stalled(None, exclude, skip))
     return False
 
 

@@ -35,6 +35,7 @@ class WorkerOptions:
     output_cap: int = DEFAULT_OUTPUT_CAP
     job: str | None = None
     exclude: frozenset[str] = frozenset()  # adapters whose preflight failed: never leased here
+    skip_jobs: frozenset[str] = frozenset()  # pulled jobs not trusted here: never leased
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,12 @@ class Worker:
         lease, self.next_lease = self.next_lease, None
         if lease is None:
             lease = self.ledger.claim(
-                self.owner, self.options.lease, self.clock(), job_id=self.options.job, exclude=self.options.exclude
+                self.owner,
+                self.options.lease,
+                self.clock(),
+                job_id=self.options.job,
+                exclude=self.options.exclude,
+                skip_jobs=self.options.skip_jobs,
             )
         if lease is None:
             return StepResult(None)
@@ -146,6 +152,7 @@ class Worker:
                 retryable=outcome.retryable,
                 job_id=self.options.job,
                 exclude=self.options.exclude,
+                skip_jobs=self.options.skip_jobs,
             )
         except LeaseLost as exc:
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))

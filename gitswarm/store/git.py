@@ -224,8 +224,11 @@ class PygitRepo:
         )
         return str(oid)
 
-    def walk(self, tip: str) -> Iterator[CommitInfo]:
+    def walk(self, tip: str, hide: str | None = None) -> Iterator[CommitInfo]:
+        """Commits reachable from `tip` (and not from `hide`), oldest first."""
         walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        if hide is not None:
+            walker.hide(pygit2.Oid(hex=hide))
         for commit in walker:
             yield CommitInfo(
                 oid=str(commit.id),
@@ -234,6 +237,13 @@ class PygitRepo:
                 message=commit.message,
                 time=commit.commit_time,
             )
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        found = self.repo.merge_base(pygit2.Oid(hex=a), pygit2.Oid(hex=b))
+        return None if found is None else str(found)
+
+    def has_object(self, oid: str) -> bool:
+        return pygit2.Oid(hex=oid) in self.repo
 
     def resolve(self, rev: str) -> str | None:
         """The commit `rev` names, or None."""

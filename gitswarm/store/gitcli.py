@@ -35,6 +35,11 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def git_run(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """Run `git ARGS` in `cwd` and return it whole (exit code, stdout, stderr), whatever happened."""
+    return subprocess.run(["git", *args], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, env=git_env())
+
+
 def git(
     args: Sequence[str],
     cwd: Path,

@@ -396,13 +396,15 @@ class Index:
             params.append(job_id)
         return sorted(row[0] for row in self.db.execute(query, params))
 
-    def stalled(self, job_id: str | None, exclude: frozenset[str]) -> bool:
-        """Nothing runs, and everything queued waits for an excluded adapter: no worker here can go on."""
+    def stalled(self, job_id: str | None, exclude: frozenset[str], skip_jobs: frozenset[str] = frozenset()) -> bool:
+        """Nothing runs, and everything queued waits for an excluded adapter (or is in a job
+        that may not run here): no worker here can go on."""
         query = (
             "SELECT 1 FROM tasks t JOIN jobs j ON j.id = t.job WHERE j.cancelled = 0 AND (t.state = 'running'"
-            f" OR (t.state = 'queued' AND t.adapter NOT IN ({','.join('?' * len(exclude))})))"
+            f" OR (t.state = 'queued' AND t.adapter NOT IN ({','.join('?' * len(exclude))})"
+            f" AND t.job NOT IN ({','.join('?' * len(skip_jobs))})))"
         )
-        params: list[object] = sorted(exclude)
+        params: list[object] = [*sorted(exclude), *sorted(skip_jobs)]
         if job_id is not None:
             query += " AND t.job = ?"
             params.append(job_id)

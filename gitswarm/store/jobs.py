@@ -101,7 +101,10 @@ def op_message(ops: Sequence[Op]) -> str:
 
 
 def parse_ops(commit: CommitInfo, where: str) -> list[Op]:
-    """The operations a commit records, in the order they were applied."""
+    """The operations a commit records, in the order they were applied; none for a merge
+    commit (it records the replayed result of its parents' operations)."""
+    if len(commit.parents) > 1:
+        return []
     _, _, body = commit.message.partition("\n\n")
     lines = [line for line in body.splitlines() if line.strip()]
     if not lines:

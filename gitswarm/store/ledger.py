@@ -124,7 +124,13 @@ class Ledger:
     # -- leases ---------------------------------------------------------------------------
 
     def claim(
-        self, owner: str, ttl: float, now: float, job_id: str | None = None, exclude: frozenset[str] = frozenset()
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
     ) -> Lease | None:
         """Lease one queued task (highest priority first), or None when there is none.
 
@@ -132,13 +138,15 @@ class Ledger:
         few, so workers claiming at once spread over rows instead of queueing
         on one.
         """
-        query, params = self._claim_query(now, job_id, exclude)
+        query, params = self._claim_query(now, job_id, exclude, skip_jobs)
         if not self.index.db.execute(query, params).fetchone():
             return None  # nothing to claim: no need to take the write lock
         with self.index.immediate():
-            return self._claim_locked(owner, ttl, now, job_id, exclude)
+            return self._claim_locked(owner, ttl, now, job_id, exclude, skip_jobs)
 
-    def _claim_query(self, now: float, job_id: str | None, exclude: frozenset[str] = frozenset()) -> tuple[str, list[object]]:
+    def _claim_query(
+        self, now: float, job_id: str | None, exclude: frozenset[str] = frozenset(), skip_jobs: frozenset[str] = frozenset()
+    ) -> tuple[str, list[object]]:
         query = (
             "SELECT t.job, t.id, t.priority FROM tasks t JOIN jobs j ON j.id = t.job"
             " WHERE t.state = 'queued' AND j.cancelled = 0 AND t.not_before <= ?"
@@ -150,12 +158,21 @@ class Ledger:
         if exclude:  # adapters whose preflight failed here: their tasks wait for another worker
             query += f" AND t.adapter NOT IN ({','.join('?' * len(exclude))})"
             params.extend(sorted(exclude))
+        if skip_jobs:  # pulled jobs nobody here approved: their tasks are data, not instructions
+            query += f" AND t.job NOT IN ({','.join('?' * len(skip_jobs))})"
+            params.extend(sorted(skip_jobs))
         return query + " ORDER BY t.priority DESC, t.job, t.seq LIMIT ?", [*params, CLAIM_SPREAD]
 
     def _claim_locked(
-        self, owner: str, ttl: float, now: float, job_id: str | None, exclude: frozenset[str] = frozenset()
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        job_id: str | None,
+        exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
     ) -> Lease | None:
-        pick = self._pick(now, job_id, exclude=exclude)
+        pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs)
         return None if pick is None else self._claim_chosen(*pick, owner, ttl, now)
 
     def _pick(
@@ -165,15 +182,16 @@ class Ledger:
         pending: Change | None = None,
         pending_job: str = "",
         exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
     ) -> tuple[str, str] | None:
         """The (job, task) to claim next: a random one among the top few of the highest priority.
 
         `pending` is a change of `pending_job` not yet in the index (a finish
         being written in the same commit): its tasks are judged by it instead.
         """
-        query, params = self._claim_query(now, job_id, exclude)
+        query, params = self._claim_query(now, job_id, exclude, skip_jobs)
         rows = [(r[2], r[0], r[1]) for r in self.index.db.execute(query, params)]
-        if pending is not None:
+        if pending is not None and pending_job not in skip_jobs:
             rows = [r for r in rows if not (r[1] == pending_job and r[2] in pending.tasks)]
             if not pending.state.cancelled and job_id in (None, pending_job):
                 rows += [
@@ -242,6 +260,7 @@ class Ledger:
         retryable: bool = True,
         job_id: str | None = None,
         exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
     ) -> tuple[Task, Lease | None]:
         """finish(), then claim the worker's next task in the same critical section.
 
@@ -259,7 +278,7 @@ class Ledger:
             def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:
                 op, _ = finish(snapshot)
                 after = apply(op, snapshot.state, snapshot.task)
-                picked[0] = pick = self._pick(now, job_id, after, lease.job, exclude)
+                picked[0] = pick = self._pick(now, job_id, after, lease.job, exclude, skip_jobs)
                 if pick is None or pick[0] != lease.job:
                     return op, artifacts
                 spent = exhausted(snapshot.job, after.state, now)

@@ -1,0 +1,63 @@
+"""`push`, `pull`, `sync` and `approve`: sharing swarm state with other clones."""
+
+from typing import Annotated
+
+import typer
+
+from gitswarm.cli.context import _ctx
+from gitswarm.model.errors import EXIT_FAILED
+
+# No `from __future__ import annotations`: typer reads these annotations at start-up.
+
+RemoteArg = Annotated[str, typer.Argument(help="A remote name, URL or path.")]
+
+
+def _pull_text(d: dict) -> str:
+    lines = [f"{key}: {', '.join(d[key])}" for key in ("new", "updated", "merged") if d[key]]
+    lines += [f"invalid: {job}: {why}" for job, why in sorted(d["invalid"].items())]
+    lines.append(f"unchanged: {len(d['unchanged'])} jobs; notes {d['notes']}")
+    return "\n".join(lines)
+
+
+def pull(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
+    """Fetch swarm state into a shadow namespace, then adopt, fast-forward or merge each job; exit 1 if any was invalid."""
+    from gitswarm.engine import share  # deferred: see the note in app.py
+
+    c = _ctx(ctx)
+    report = share.pull(c.swarm(), remote).view()
+    c.output.result(report, _pull_text)
+    if report["invalid"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def push(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
+    """Push refs/swarm/* and the verdict notes, never forced; if the remote moved, pull, merge and retry."""
+    from gitswarm.engine import share  # deferred: see the note in app.py
+
+    c = _ctx(ctx)
+    data = share.push(c.swarm(), remote)
+    c.output.result(data, lambda d: f"pushed {len(d['pushed'])} refs to {d['remote']}" + (f" after {len(d['pulls'])} pull(s)" if d["pulls"] else ""))
+
+
+def sync(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
+    """pull, then push."""
+    from gitswarm.engine import share  # deferred: see the note in app.py
+
+    c = _ctx(ctx)
+    swarm = c.swarm()
+    pulled = share.pull(swarm, remote).view()
+    pushed = share.push(swarm, remote)
+    c.output.result({"pull": pulled, "push": pushed}, lambda d: _pull_text(d["pull"]) + f"\npushed {len(d['push']['pushed'])} refs")
+    if pulled["invalid"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def approve(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
+    """Allow a job pulled from another clone to run here."""
+    from gitswarm.store.trust import Trust
+
+    c = _ctx(ctx)
+    swarm = c.swarm()
+    job_id = swarm.resolve_job(job)
+    Trust(swarm.repo.common_dir).approve(job_id)
+    c.output.result({"approved": job_id}, lambda d: f"approved {d['approved']}")
