@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from gitswarm import __version__
-from gitswarm.cli import render, share_cmd
+from gitswarm.cli import render, review_cmd, share_cmd
 from gitswarm.cli.adapters_cmd import adapters_app
 from gitswarm.cli.context import Context, _ctx
 from gitswarm.cli.output import Output
@@ -356,5 +356,6 @@ def demo(ctx: typer.Context) -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
-for command in (share_cmd.pull, share_cmd.push, share_cmd.sync, share_cmd.approve):
+for command in (share_cmd.pull, share_cmd.push, share_cmd.sync, share_cmd.approve, review_cmd.audit, review_cmd.review):
     app.command()(command)
+app.add_typer(review_cmd.hooks_app, name="hooks")

@@ -36,7 +36,19 @@ def job(data: dict) -> str:
         rows.append(
             (t["id"], t["state"], f"{t['attempts']}/{t['max_attempts']}", ",".join(t["depends_on"]), t["adapter"], note)
         )
-    return head + "\n" + table(("TASK", "STATE", "TRIES", "NEEDS", "ADAPTER", "NOTE"), rows)
+    text = head + "\n" + table(("TASK", "STATE", "TRIES", "NEEDS", "ADAPTER", "NOTE"), rows)
+    if data.get("reviews"):
+        text += "\n\nverdicts:\n" + reviews(data["reviews"])
+    return text
+
+
+def reviews(found: dict[str, list[dict]]) -> str:
+    rows = [
+        (commit[:12], "accepted" if v["accepted"] else "rejected", v["verdict"], v["reviewer"], v["note"] or "")
+        for commit, verdicts in found.items()
+        for v in verdicts
+    ]
+    return table(("COMMIT", "VERDICT", "DETAIL", "REVIEWER", "NOTE"), rows) if rows else "none"
 
 
 def show(data: dict) -> str:

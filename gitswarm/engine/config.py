@@ -3,6 +3,15 @@
     [adapters]
     prefer = ["hermes", "claude-code"]   # routing order for tasks that name capabilities
     disabled = ["aider"]                 # never routed to
+
+    [audit]
+    checks = ["pytest -q"]               # what `gitswarm audit` runs on a clean checkout
+    auditor = "claude-code"              # optional: an adapter that reviews the commit too
+    timeout = "10m"
+
+    [hooks]
+    audit_branches = ["main"]            # post-commit audits commits on these (fnmatch); [] = none
+    verified_branches = ["swarm/*"]      # pre-push refuses these without an accepted verdict
 """
 
 from __future__ import annotations
@@ -23,8 +32,21 @@ class AdaptersConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw
     disabled: list[str] = []
 
 
+class AuditConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    checks: list[str] = []
+    auditor: str | None = None
+    timeout: str | float = 600.0
+
+
+class HooksConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    audit_branches: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    verified_branches: list[str] = msgspec.field(default_factory=lambda: ["swarm/*"])
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     adapters: AdaptersConfig = msgspec.field(default_factory=AdaptersConfig)
+    audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
+    hooks: HooksConfig = msgspec.field(default_factory=HooksConfig)
 
 
 def load_config(workdir: Path | None) -> Config:

@@ -15,14 +15,15 @@ from gitswarm.adapters.names import adapter_names, spec_dirs
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config
 from gitswarm.model import codec
-from gitswarm.model.artifacts import describe
-from gitswarm.model.errors import BadInput, NotFound
+from gitswarm.model.artifacts import Verdict, describe
+from gitswarm.model.errors import BadInput, CorruptRecord, NotFound
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
 from gitswarm.model.spec import AdapterFacts, parse_spec
 from gitswarm.store.git import open_repo
 from gitswarm.store.gitcli import git
 from gitswarm.store.index import Index
+from gitswarm.store.notes import read_note
 from gitswarm.store.jobs import JobRefs
 from gitswarm.store.ledger import Ledger
 
@@ -153,7 +154,23 @@ class Swarm:
         job_id = self.resolve_job(job)
         found = self.index.job(job_id)
         assert found is not None
-        return {**found, "tasks": self.index.tasks(job_id)}
+        view = {**found, "tasks": self.index.tasks(job_id)}
+        reviews = self.reviews(job_id)
+        if reviews:
+            view["reviews"] = reviews
+        return view
+
+    def reviews(self, job_id: str) -> dict[str, list[dict]]:
+        """Every verdict (gitswarm's, an auditor's, a person's) noted on the head of each of the job's patches."""
+        patches = [a for a, _, kind in self.index.artifacts(job_id) if kind == "patch"]
+        if not patches:
+            return {}
+        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
+        found: dict[str, list[dict]] = {}
+        for patch_id in patches:
+            head = snapshot.artifact(patch_id).head
+            found[head] = sorted((v for v in map(verdict_view, read_note(self.repo, head)) if v), key=lambda v: v["created"])
+        return found
 
     def show(self, job: str) -> dict:
         """The job's summary once it has one; until then its tasks and artifacts."""
@@ -228,3 +245,18 @@ class Swarm:
 
 def _changed(tasks: dict) -> dict[str, str]:
     return {task_id: task.state.value for task_id, task in sorted(tasks.items())}
+
+
+def verdict_view(line: bytes) -> dict | None:
+    try:
+        verdict = codec.decode(line, Verdict, "note")
+    except CorruptRecord:
+        return None  # a line some other tool wrote
+    return {
+        "reviewer": verdict.reviewer,
+        "producer": verdict.producer,
+        "accepted": verdict.accepted,
+        "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+        "created": verdict.created,
+        "note": verdict.evidence.get("note"),
+    }

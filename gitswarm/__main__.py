@@ -1,0 +1,5 @@
+"""`python -m gitswarm`: the command line."""
+
+from gitswarm.cli.main import main
+
+main()

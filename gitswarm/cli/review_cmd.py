@@ -1,0 +1,96 @@
+"""`audit`, `review` and `hooks install|uninstall|run`: verdicts on commits, and the git hooks."""
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from gitswarm.cli.context import _ctx
+from gitswarm.model.errors import EXIT_FAILED, BadInput
+
+# No `from __future__ import annotations`: typer reads these annotations at start-up.
+
+hooks_app = typer.Typer(help="Git hooks that trigger audits.", no_args_is_help=True, rich_markup_mode=None)
+
+
+def audit(
+    ctx: typer.Context,
+    rev: Annotated[str, typer.Argument(help="The commit to audit.")] = "HEAD",
+    check: Annotated[Optional[list[str]], typer.Option("--check", help="A check command (repeatable); default: [audit] checks of .gitswarm.toml.")] = None,
+    adapter: Annotated[Optional[str], typer.Option("--adapter", help="An auditor adapter; default: [audit] auditor.")] = None,
+) -> None:
+    """Run the checks (and auditor) on a clean checkout of REV and note the verdict on it; exit 0 iff accepted."""
+    from gitswarm.engine.audit import audit as run_audit  # deferred: see the note in app.py
+
+    c = _ctx(ctx)
+    data = run_audit(c.swarm(), rev, check, adapter)
+    c.output.result(data, lambda d: f"{d['commit'][:12]}: {'accepted' if d['accepted'] else 'REJECTED'} ({d['verdict']}, {d['reviewer']})")
+    if not data["accepted"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def review(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(metavar="PATCH|REV", help="A patch artifact id (prefix) or a commit.")],
+    accept: Annotated[bool, typer.Option("--accept", help="Accept it.")] = False,
+    reject: Annotated[bool, typer.Option("--reject", help="Reject it.")] = False,
+    note: Annotated[Optional[str], typer.Option("--note", help="Why.")] = None,
+) -> None:
+    """Add your verdict on a patch's head or a commit, as a line of its swarm note."""
+    from gitswarm.engine.audit import review as add_review  # deferred: see the note in app.py
+
+    if accept == reject:
+        raise BadInput("review: give exactly one of --accept or --reject")
+    c = _ctx(ctx)
+    data = add_review(c.swarm(), target, accept, note)
+    c.output.result(data, lambda d: f"{d['commit'][:12]}: {'accepted' if d['accepted'] else 'rejected'} by {d['reviewer']}")
+
+
+@hooks_app.command("install")
+def hooks_install(ctx: typer.Context) -> None:
+    """Install the post-commit and pre-push shims (existing hooks keep running first)."""
+    from gitswarm.engine import hooks  # deferred: see the note in app.py
+
+    c = _ctx(ctx)
+    c.output.result(hooks.install(c.swarm()), _hooks_text)
+
+
+@hooks_app.command("uninstall")
+def hooks_uninstall(ctx: typer.Context) -> None:
+    """Remove the shims and put back the hooks that were there before."""
+    from gitswarm.engine import hooks  # deferred: see the note in app.py
+
+    c = _ctx(ctx)
+    c.output.result(hooks.uninstall(c.swarm()), _hooks_text)
+
+
+@hooks_app.command("run", hidden=True)
+def hooks_run(
+    ctx: typer.Context,
+    hook: Annotated[str, typer.Argument(help="post-commit or pre-push")],
+    args: Annotated[Optional[list[str]], typer.Argument(help="What git passed the hook.")] = None,
+) -> None:
+    """What the shims call."""
+    from gitswarm.engine import hooks  # deferred: see the note in app.py
+    from gitswarm.engine import run as run_engine
+    from gitswarm.engine.supervisor import WorkOptions
+
+    c = _ctx(ctx)
+    swarm = c.swarm()
+    if hook == "post-commit":
+        job = hooks.post_commit(swarm)
+        if job is not None:
+            run_engine.work(swarm, WorkOptions(workers=1, job=job), lambda event: None)
+        return
+    if hook == "pre-push":
+        refused = hooks.pre_push(swarm, sys.stdin.read().splitlines())
+        for line in refused:
+            print(line, file=sys.stderr)
+        if refused:
+            raise typer.Exit(EXIT_FAILED)
+        return
+    raise BadInput(f"unknown hook {hook!r} (post-commit or pre-push)")
+
+
+def _hooks_text(d: dict) -> str:
+    return "\n".join(f"{name}: {what}" for name, what in d["hooks"].items()) + f"\n(in {d['hooks_dir']})"

@@ -1,0 +1,102 @@
+"""Audits and reviews of commits: verdicts as notes on the commits they judge.
+
+`audit REV` runs the configured checks (and optionally an auditor adapter)
+on a clean checkout of REV, the same way a patch is verified, and adds the
+verdict to REV's note. `review` adds a person's verdict. Neither changes a
+job: a merge still needs gitswarm's own verdict on the patch's task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from gitswarm.adapters.base import RunContext
+from gitswarm.adapters.registry import repo_registry
+from gitswarm.engine.config import load_config
+from gitswarm.engine.patches import _store, find_patch, run_plain, worktrees_of
+from gitswarm.engine.swarm import Swarm, verdict_view
+from gitswarm.engine.verify import verify
+from gitswarm.model import codec
+from gitswarm.model.artifacts import BlobRef, Patch, Verdict
+from gitswarm.model.errors import BadInput
+from gitswarm.model.records import TaskSpec
+from gitswarm.model.spec import parse_duration
+from gitswarm.store.gitcli import git
+from gitswarm.store.notes import add_note_line, read_note
+
+AUDIT = "audit"
+
+
+def resolve_commit(swarm: Swarm, rev: str) -> str:
+    commit = swarm.repo.resolve(rev)
+    if commit is None:
+        raise BadInput(f"{rev} does not name a commit")
+    return commit
+
+
+def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, auditor: str | None = None) -> dict:
+    """Check REV on a clean checkout; its verdict is added to REV's note."""
+    commit = resolve_commit(swarm, rev)
+    config = load_config(swarm.repo.workdir).audit
+    commands = tuple(checks if checks else config.checks)
+    auditor_name = auditor or config.auditor
+    reviewer = repo_registry(swarm.repo.workdir).get(auditor_name) if auditor_name else None
+    repo_dir = swarm.repo.workdir or swarm.repo.common_dir
+    parent = swarm.repo.commit_info(commit).parents
+    base = parent[0] if parent else commit
+    diff = git(["diff", "--binary", base, commit], repo_dir) if parent else git(["show", "--binary", "--format=", commit], repo_dir)
+    subject = swarm.repo.commit_info(commit).message.splitlines()[0] if swarm.repo.commit_info(commit).message else commit
+    now = swarm.clock()
+    patch = Patch(
+        job=AUDIT, task=AUDIT, created=now, producer="gitswarm", base=base, head=commit,
+        diff=BlobRef(oid=swarm.repo.write_blob(diff), size=len(diff)), sha256=hashlib.sha256(diff).hexdigest(),
+    )
+    spec = TaskSpec(
+        id=AUDIT, seq=0, mode="implement", prompt=f"Commit {commit[:12]}: {subject}", checks=commands,
+        timeout=parse_duration(config.timeout, "audit.timeout"),
+    )
+    ctx = RunContext(AUDIT, AUDIT, 1, repo_dir, os.environ)
+    result = verify(swarm.repo, Path(repo_dir), worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, reviewer)
+    verdict = result.verdict
+    return {
+        "commit": commit,
+        "accepted": verdict.accepted,
+        "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+        "reviewer": verdict.reviewer,
+        "checks": [{"command": c.command, "exit_code": c.exit_code, "passed": c.passed} for c in result.checks],
+    }
+
+
+def person(swarm: Swarm) -> str:
+    """Who is reviewing: git's author identity, as `git var GIT_AUTHOR_IDENT` gives it."""
+    ident = git(["var", "GIT_AUTHOR_IDENT"], swarm.repo.workdir or swarm.repo.common_dir).decode().strip()
+    return ident.rsplit(" ", 2)[0] if ident else "unknown"
+
+
+def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> dict:
+    """A person's verdict on a patch's head (PATCH is an artifact id prefix) or on a commit."""
+    job, task = AUDIT, None
+    try:
+        _, patch, _ = find_patch(swarm, target)
+        commit, job, task = patch.head, patch.job, patch.task
+    except BadInput:
+        commit = resolve_commit(swarm, target)
+    who = person(swarm)
+    verdict = Verdict(
+        job=job, task=task, created=swarm.clock(), producer="person", head=commit,
+        status="complete" if accept else "incomplete", integrity="clean", contract="aligned" if accept else "needs_revision",
+        accepted=accept, reviewer=who, evidence={"note": note} if note else {},
+    )
+    add_note_line(swarm.repo, commit, codec.encode(verdict), ("gitswarm", "gitswarm@localhost"), swarm.clock())
+    return {"commit": commit, "reviewer": who, "accepted": accept, "note": note}
+
+
+def verdicts_on(swarm: Swarm, commit: str) -> list[dict]:
+    """Every verdict in the note on `commit` (gitswarm's, agents', people's), oldest first."""
+    return sorted((v for v in map(verdict_view, read_note(swarm.repo, commit)) if v), key=lambda v: v["created"])
+
+
+def accepted_on(swarm: Swarm, commit: str) -> bool:
+    return any(v["accepted"] for v in verdicts_on(swarm, commit))
