@@ -20,12 +20,13 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, InvalidTransition, LeaseLost, WorkFailed
 from gitswarm.model.ids import TASK_ID
 from gitswarm.model.ops import JobCreated
+from gitswarm.model.records import JobState
 from gitswarm.model.reducer import apply
 from gitswarm.store import layout
 from gitswarm.store.gitcli import GitCommandError, git, git_run
 from gitswarm.store.jobs import COMMITTER, Snapshot, parse_ops
 from gitswarm.store.notes import merge_notes
-from gitswarm.store.oplog import merge_job
+from gitswarm.store.oplog import Merged, merge_job
 from gitswarm.store.trust import Trust
 
 SHADOW = "refs/gitswarm/shadow/"
@@ -92,14 +93,18 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
         for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
             job_id = ref[len(prefix + "jobs/"):]
             try:
-                outcome = _pull_job(swarm, job_id, theirs)
+                outcome, merged = _pull_job(swarm, job_id, theirs)
             except GitswarmError as exc:
                 report.invalid[job_id] = str(exc)
                 continue
             getattr(report, outcome).append(job_id)
             if outcome == "new":
                 adopted[job_id] = key
-            if outcome != "unchanged":
+            if merged is not None:
+                # Tasks neither side changed since the merge base are as the index has them.
+                job = swarm.refs.snapshot(job_id, merged.tip).job
+                index.record(job, merged.state, merged.tip, merged.tasks)
+            elif outcome != "unchanged":
                 index.reindex(swarm.refs.snapshot(job_id, repo.read_ref(layout.job_ref(job_id))))
         report.notes = _pull_notes(swarm, repo.read_ref(f"{prefix}notes/swarm"))
     if adopted:
@@ -107,56 +112,56 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     return report
 
 
-def _pull_job(swarm: Swarm, job_id: str, theirs: str) -> str:
+def _pull_job(swarm: Swarm, job_id: str, theirs: str) -> tuple[str, Merged | None]:
     repo = swarm.repo
     if not TASK_ID.fullmatch(job_id):
         raise CorruptRecord(f"ref name {job_id!r} is not a job id")
     where = layout.job_ref(job_id)
     ours = repo.read_ref(where)
-    if ours == theirs or (ours is not None and repo.is_ancestor(theirs, ours)):
-        return "unchanged"
+    base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
+    if ours == theirs or base == theirs:
+        return "unchanged", None
     check_history(swarm, job_id, theirs, ours)
     if ours is None:
         repo.cas_ref(where, theirs, None, "gitswarm: pull (new job)")
-        return "new"
-    if repo.is_ancestor(ours, theirs):
+        return "new", None
+    if base == ours:
         repo.cas_ref(where, theirs, ours, "gitswarm: pull (fast-forward)")
-        return "updated"
+        return "updated", None
     merged = merge_job(repo, job_id, ours, theirs, swarm.actor)
     repo.cas_ref(where, merged.tip, ours, "gitswarm: pull (merge)")
-    return "merged"
+    return "merged", merged
 
 
 def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> None:
     """Refuse pulled history that does not decode or breaks an invariant.
 
-    Every new commit's operations decode; the history starts with this job's
-    `job_created`; replaying its operations gives the state its tip records.
+    The operations of every commit we do not have decode, and the tip's
+    job and state records decode. A job we did not have must also start with
+    its own `job_created`, and replaying its operations must give the state
+    its tip records (a merge tip is checked by being made again here).
     """
     repo, where = swarm.repo, layout.job_ref(job_id)
-    commits = list(repo.walk(theirs))
-    root = commits[0]
-    created = parse_ops(root, where)
-    if root.parents or len(created) != 1 or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:
-        raise CorruptRecord(f"{where}: history does not start with this job's job_created")
+    commits = list(repo.walk(theirs, hide=ours))
+    ops = [op for commit in commits for op in parse_ops(commit, where)]
     tip = Snapshot(repo, job_id, theirs)  # the tip's job and state records decode
-    seen: set[str] = set()
-    state, changed = None, {}
-    for commit in commits:
-        for op in parse_ops(commit, where):
-            if op.id in seen:
-                continue
-            seen.add(op.id)
-            lookup = lambda t: changed[t] if t in changed else _no_task(where, t)  # noqa: E731
-            try:
-                change = apply(op, state or tip.state.__class__(), lookup, lambda: list(changed))
-            except (InvalidTransition, LeaseLost):
-                continue  # a merged history keeps operations that lost at their turn
-            state = change.state
-            changed.update(change.tasks)
-    if commits[-1].parents and len(commits[-1].parents) > 1:
-        return  # a merge commit's state is the replay in (clock, actor, id) order, checked when it was made
-    if state is None or state.counts != tip.state.counts:
+    if ours is not None:
+        return
+    root = commits[0]
+    created = ops[:1]
+    if root.parents or not created or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:
+        raise CorruptRecord(f"{where}: history does not start with this job's job_created")
+    if any(len(c.parents) > 1 for c in commits):
+        return  # a history with merges is replayed in (clock, actor, id) order, not in commit order
+    state, changed = JobState(), {}
+    for op in ops:
+        try:
+            change = apply(op, state, lambda t: changed[t] if t in changed else _no_task(where, t), lambda: list(changed))
+        except (InvalidTransition, LeaseLost):
+            continue
+        state = change.state
+        changed.update(change.tasks)
+    if state.counts != tip.state.counts or state.clock != tip.state.clock:
         raise CorruptRecord(f"{where}: its recorded state does not match its operations")
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gitswarm.model import codec
 from gitswarm.model.errors import CorruptRecord, InvalidTransition, LeaseLost
 from gitswarm.model.ops import Op, TaskClaimed, TaskFinished
-from gitswarm.model.records import Task
+from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitRepo
@@ -30,6 +30,8 @@ class Merged:
     tip: str
     replayed: int  # operations since the merge base, both sides
     skipped: int  # of those, the ones that did not apply at their turn
+    state: JobState  # the merged job state
+    tasks: list[Task]  # every task either side changed since the merge base, as merged
 
 
 def ops_since(repo: GitRepo, tip: str, base: str, where: str) -> list[Op]:
@@ -79,4 +81,4 @@ def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str) -
     when = max((op.at for op in ordered), default=0.0)
     message = f"merge {len(ordered)} ops\n"
     tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), when)
-    return Merged(tip=tip, replayed=len(ordered), skipped=skipped)
+    return Merged(tip=tip, replayed=len(ordered), skipped=skipped, state=state, tasks=list(changed.values()))
