@@ -60,6 +60,7 @@ class OutputSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     output_tokens_regex: str | None = None
     session_regex: str | None = None
     error_regex: str | None = None  # a match means the run failed, whatever its exit code (aider exits 0)
+    drop_lines: list[str] = []  # text output: lines matching any of these are not part of the answer (banners)
 
 
 class ModeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -175,6 +176,11 @@ def _check(spec: AgentSpec, path: Path) -> None:
                     fail(f"output.{key}: needs exactly one group")
             except re.error as exc:
                 fail(f"output.{key}: {exc}")
+    for n, pattern in enumerate(spec.output.drop_lines):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            fail(f"output.drop_lines[{n}]: {exc}")
     for code in spec.exit_codes:
         if not code.lstrip("-").isdigit():
             fail(f"exit_codes: {code!r} is not an exit code")

@@ -35,7 +35,7 @@ def read_report(spec: OutputSpec, stdout: bytes, stderr: bytes, usage: bytes | N
     out = stdout.decode(errors="replace")
     err = stderr.decode(errors="replace")
     if spec.format == "text":
-        report = AgentReport(text=out.strip())
+        report = AgentReport(text=_drop(out, spec.drop_lines).strip())
         docs: list[Any] = []
     else:
         # Some CLIs print their error object on stderr (gemini does, for fatal errors).
@@ -75,6 +75,13 @@ def read_report(spec: OutputSpec, stdout: bytes, stderr: bytes, usage: bytes | N
             value = found[-1]
             setattr(report, name, _float(value) if name == "cost_usd" else _str(value) if name == "session" else _int(value))
     return report
+
+
+def _drop(text: str, patterns: list[str]) -> str:
+    if not patterns:
+        return text
+    compiled = [re.compile(p) for p in patterns]
+    return "\n".join(line for line in text.splitlines() if not any(c.search(line) for c in compiled))
 
 
 def _documents(text: str, kind: str) -> list[Any]:
