@@ -78,7 +78,8 @@ def hooks_run(
     c = _ctx(ctx)
     swarm = c.swarm()
     if hook == "post-commit":
-        job = hooks.post_commit(swarm)
+        commit, branch = (list(args or ()) + [None, None])[:2]
+        job = hooks.post_commit(swarm, commit, branch or "")
         if job is not None:
             run_engine.work(swarm, WorkOptions(workers=1, job=job), lambda event: None)
         return

@@ -99,4 +99,6 @@ def verdicts_on(swarm: Swarm, commit: str) -> list[dict]:
 
 
 def accepted_on(swarm: Swarm, commit: str) -> bool:
-    return any(v["accepted"] for v in verdicts_on(swarm, commit))
+    """Whether the latest verdict noted on `commit` (an audit's, an agent's or a person's) accepts it."""
+    verdicts = verdicts_on(swarm, commit)
+    return bool(verdicts) and verdicts[-1]["accepted"]

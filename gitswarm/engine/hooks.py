@@ -92,15 +92,18 @@ def uninstall(swarm: Swarm) -> dict:
     return {"hooks_dir": str(directory), "hooks": done}
 
 
-def post_commit(swarm: Swarm) -> str | None:
-    """Queue an audit job for HEAD when its branch is one the configuration names; its id.
-
-    The shim runs this in the background; the caller then works the job.
+def post_commit(swarm: Swarm, commit: str | None = None, branch: str | None = None) -> str | None:
+    """Queue an audit job for the commit just made when its branch is one the configuration
+    names; its id. The shim passes the commit and branch it saw (it runs this in the
+    background, when HEAD may have moved on); the caller then works the job.
     """
-    branch = (swarm.repo.head_branch() or "").removeprefix("refs/heads/")
+    if commit is None:
+        commit, branch = swarm.repo.resolve("HEAD"), (swarm.repo.head_branch() or "").removeprefix("refs/heads/")
     patterns = load_config(swarm.repo.workdir).hooks.audit_branches
-    commit = swarm.repo.resolve("HEAD")
     if commit is None or not branch or not any(fnmatch.fnmatchcase(branch, p) for p in patterns):
+        return None
+    commit = swarm.repo.resolve(commit)
+    if commit is None:
         return None
     # The task runs `gitswarm audit`, found next to the Python running this.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -119,11 +122,13 @@ def pre_push(swarm: Swarm, lines: list[str]) -> list[str]:
         parts = line.split()
         if len(parts) != 4:
             continue
-        local_ref, local_sha = parts[0], parts[1]
-        if local_sha == ZERO or not local_ref.startswith("refs/heads/"):
-            continue  # a deletion, or not a branch
-        branch = local_ref.removeprefix("refs/heads/")
-        if any(fnmatch.fnmatchcase(branch, p) for p in patterns) and not accepted_on(swarm, local_sha):
+        local_ref, local_sha, remote_ref = parts[0], parts[1], parts[2]
+        if local_sha == ZERO or not remote_ref.startswith("refs/heads/"):
+            continue  # a deletion, or not a branch on the remote
+        # The branch it lands on decides (`git push origin HEAD:swarm/x` too), and so does the local one.
+        names = {remote_ref.removeprefix("refs/heads/"), local_ref.removeprefix("refs/heads/")}
+        branch = remote_ref.removeprefix("refs/heads/")
+        if any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns) and not accepted_on(swarm, local_sha):
             refused.append(
                 f"gitswarm: refusing to push {branch}: its head {local_sha[:12]} has no accepted verdict "
                 f"(run `gitswarm audit {local_sha[:12]}`, or push with --no-verify)"
