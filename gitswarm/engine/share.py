@@ -26,7 +26,7 @@ from gitswarm.store import layout
 from gitswarm.store.gitcli import GitCommandError, git, git_run
 from gitswarm.store.jobs import COMMITTER, Snapshot, parse_ops
 from gitswarm.store.notes import merge_notes
-from gitswarm.store.oplog import Merged, merge_job
+from gitswarm.store.oplog import Merged, merge_job, tasks_differing
 from gitswarm.store.trust import Trust
 
 SHADOW = "refs/gitswarm/shadow/"
@@ -101,9 +101,10 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
             if outcome == "new":
                 adopted[job_id] = key
             if merged is not None:
-                # Tasks neither side changed since the merge base are as the index has them.
-                job = swarm.refs.snapshot(job_id, merged.tip).job
-                index.record(job, merged.state, merged.tip, merged.tasks)
+                # Only the task records that differ from the local tip need re-indexing.
+                snapshot = swarm.refs.snapshot(job_id, merged.tip)
+                moved = [snapshot.task(t) for t in tasks_differing(repo, merged.local, merged.tip)]
+                index.record(snapshot.job, snapshot.state, merged.tip, moved)
             elif outcome != "unchanged":
                 index.reindex(swarm.refs.snapshot(job_id, repo.read_ref(layout.job_ref(job_id))))
         report.notes = _pull_notes(swarm, repo.read_ref(f"{prefix}notes/swarm"))
@@ -128,7 +129,7 @@ def _pull_job(swarm: Swarm, job_id: str, theirs: str) -> tuple[str, Merged | Non
     if base == ours:
         repo.cas_ref(where, theirs, ours, "gitswarm: pull (fast-forward)")
         return "updated", None
-    merged = merge_job(repo, job_id, ours, theirs, swarm.actor)
+    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base)
     repo.cas_ref(where, merged.tip, ours, "gitswarm: pull (merge)")
     return "merged", merged
 
@@ -142,11 +143,13 @@ def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> N
     its tip records (a merge tip is checked by being made again here).
     """
     repo, where = swarm.repo, layout.job_ref(job_id)
-    commits = list(repo.walk(theirs, hide=ours))
-    ops = [op for commit in commits for op in parse_ops(commit, where)]
     tip = Snapshot(repo, job_id, theirs)  # the tip's job and state records decode
     if ours is not None:
+        for commit in repo.walk(theirs, hide=ours):
+            parse_ops(commit, where)  # (a merge decodes them again as it replays them)
         return
+    commits = list(repo.walk(theirs))
+    ops = [op for commit in commits for op in parse_ops(commit, where)]
     root = commits[0]
     created = ops[:1]
     if root.parents or not created or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:

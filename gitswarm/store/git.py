@@ -111,9 +111,13 @@ class PygitRepo:
     def write_blob(self, data: bytes) -> str:
         if len(data) > _BLOB_CACHE_MAX_SIZE:
             return str(self.repo.create_blob(data))
-        oid = str(pygit2.hash(data))  # the blob's id, computed without touching the disk
+        found = pygit2.hash(data)  # the blob's id, computed without touching the disk
+        oid = str(found)
         if oid not in self._blobs:
-            self.repo.create_blob(data)
+            # An existing object (say, a record a pull brought in a pack) is not
+            # written again: libgit2 would re-stamp its whole pack file.
+            if found not in self.repo:
+                self.repo.create_blob(data)
             self._remember(oid, data)
         return oid
 

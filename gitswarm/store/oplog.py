@@ -28,6 +28,7 @@ MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 @dataclass(frozen=True)
 class Merged:
     tip: str
+    local: str  # the local tip it was merged from
     replayed: int  # operations since the merge base, both sides
     skipped: int  # of those, the ones that did not apply at their turn
     state: JobState  # the merged job state
@@ -39,10 +40,10 @@ def ops_since(repo: GitRepo, tip: str, base: str, where: str) -> list[Op]:
     return [op for commit in repo.walk(tip, hide=base) for op in parse_ops(commit, where)]
 
 
-def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str) -> Merged:
+def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None) -> Merged:
     """Commit the merge of two diverged tips (parents: local, remote); the caller moves the ref."""
     where = layout.job_ref(job_id)
-    base = repo.merge_base(local, remote)
+    base = base or repo.merge_base(local, remote)
     if base is None:
         raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
     ops = {op.id: op for tip in (local, remote) for op in ops_since(repo, tip, base, where)}
@@ -81,4 +82,21 @@ def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str) -
     when = max((op.at for op in ordered), default=0.0)
     message = f"merge {len(ordered)} ops\n"
     tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), when)
-    return Merged(tip=tip, replayed=len(ordered), skipped=skipped, state=state, tasks=list(changed.values()))
+    return Merged(tip=tip, local=local, replayed=len(ordered), skipped=skipped, state=state, tasks=list(changed.values()))
+
+
+def tasks_differing(repo: GitRepo, old: str, new: str) -> list[str]:
+    """The ids of the tasks whose records differ between two commits of a job (by tree, no decoding)."""
+    def fans(commit: str) -> dict[str, str]:
+        tree = repo.commit_info(commit).tree
+        return {name: oid for name, oid, is_tree in repo.tree_items(tree) if is_tree and name.startswith(layout.TASKS_FANS)}
+
+    before, after = fans(old), fans(new)
+    differing = []
+    for fan in sorted(set(before) | set(after)):
+        if before.get(fan) == after.get(fan):
+            continue
+        a = {name: oid for name, oid, _ in repo.tree_items(before[fan])} if fan in before else {}
+        b = {name: oid for name, oid, _ in repo.tree_items(after[fan])} if fan in after else {}
+        differing += [task for task in sorted(set(a) | set(b)) if a.get(task) != b.get(task)]
+    return differing
