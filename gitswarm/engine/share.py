@@ -73,8 +73,11 @@ def fetch(swarm: Swarm, remote: str, key: str) -> None:
     prefix = _shadow(key)
     workdir = swarm.repo.workdir or swarm.repo.common_dir
     try:
+        # No automatic gc in the middle of a pull (git would start one once gitswarm's
+        # loose objects pass gc.auto): housekeeping is left to the user's own git commands.
         git(
-            ["fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote,
+            ["-c", "gc.auto=0", "-c", "maintenance.auto=false",
+             "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote,
              f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*"],
             workdir,
         )
@@ -122,7 +125,10 @@ def _pull_job(swarm: Swarm, job_id: str, theirs: str) -> tuple[str, Merged | Non
     base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
     if ours == theirs or base == theirs:
         return "unchanged", None
-    check_history(swarm, job_id, theirs, ours)
+    if base == ours or ours is None:
+        check_history(swarm, job_id, theirs, ours)
+    else:
+        Snapshot(repo, job_id, theirs)  # the tip's records decode; the merge decodes every new op
     if ours is None:
         repo.cas_ref(where, theirs, None, "gitswarm: pull (new job)")
         return "new", None
