@@ -17,16 +17,13 @@ import re
 from dataclasses import dataclass, field
 
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, InvalidTransition, LeaseLost, WorkFailed
+from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFailed
 from gitswarm.model.ids import TASK_ID
-from gitswarm.model.ops import JobCreated
-from gitswarm.model.records import JobState
-from gitswarm.model.reducer import apply
 from gitswarm.store import layout
 from gitswarm.store.gitcli import GitCommandError, git, git_run
-from gitswarm.store.jobs import COMMITTER, Snapshot, parse_ops
+from gitswarm.store.jobs import COMMITTER, Snapshot
 from gitswarm.store.notes import merge_notes
-from gitswarm.store.oplog import Merged, merge_job, tasks_differing
+from gitswarm.store.oplog import Merged, check_tip, merge_job, tasks_differing
 from gitswarm.store.trust import Trust
 
 SHADOW = "refs/gitswarm/shadow/"
@@ -141,41 +138,11 @@ def _pull_job(swarm: Swarm, job_id: str, theirs: str) -> tuple[str, Merged | Non
 
 
 def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> None:
-    """Refuse pulled history that does not decode or breaks an invariant.
-
-    The operations of every commit we do not have decode, and the tip's
-    job and state records decode. A job we did not have must also start with
-    its own `job_created`, and replaying its operations must give the state
-    its tip records (a merge tip is checked by being made again here).
-    """
-    repo, where = swarm.repo, layout.job_ref(job_id)
-    tip = Snapshot(repo, job_id, theirs)  # the tip's job and state records decode
-    if ours is not None:
-        for commit in repo.walk(theirs, hide=ours):
-            parse_ops(commit, where)  # (a merge decodes them again as it replays them)
-        return
-    commits = list(repo.walk(theirs))
-    ops = [op for commit in commits for op in parse_ops(commit, where)]
-    root = commits[0]
-    created = ops[:1]
-    if root.parents or not created or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:
-        raise CorruptRecord(f"{where}: history does not start with this job's job_created")
-    if any(len(c.parents) > 1 for c in commits):
-        return  # a history with merges is replayed in (clock, actor, id) order, not in commit order
-    state, changed = JobState(), {}
-    for op in ops:
-        try:
-            change = apply(op, state, lambda t: changed[t] if t in changed else _no_task(where, t), lambda: list(changed))
-        except (InvalidTransition, LeaseLost):
-            continue
-        state = change.state
-        changed.update(change.tasks)
-    if state.counts != tip.state.counts or state.clock != tip.state.clock:
-        raise CorruptRecord(f"{where}: its recorded state does not match its operations")
-
-
-def _no_task(where: str, task_id: str) -> object:
-    raise CorruptRecord(f"{where}: an operation names task {task_id!r}, which the job does not have")
+    """Refuse pulled history that does not decode or breaks an invariant: it must start
+    with this job's `job_created`, and its tip must record exactly the canonical replay
+    of its operations (every task record and the state, compared by blob id)."""
+    Snapshot(swarm.repo, job_id, theirs)  # the tip's job and state records decode
+    check_tip(swarm.repo, job_id, theirs)
 
 
 def _pull_notes(swarm: Swarm, theirs: str | None) -> str:
@@ -207,7 +174,11 @@ def push(swarm: Swarm, remote: str) -> dict:
             if not any(_moved(line) for line in rejected) or attempt == PUSH_ATTEMPTS - 1:
                 said = rejected[0] if rejected else _last_line(done.stderr.decode(errors="replace"))
                 raise WorkFailed(f"push to {remote} failed: {said}")
-            pulls.append(pull(swarm, remote).view())  # the remote moved: merge its state, then try again
+            pulled = pull(swarm, remote)  # the remote moved: merge its state, then try again
+            pulls.append(pulled.view())
+            if pulled.invalid:
+                named = "; ".join(f"{job}: {why}" for job, why in sorted(pulled.invalid.items()))
+                raise WorkFailed(f"push to {remote}: the remote holds state that cannot be merged ({named})")
             continue
         pushed = [line.split("\t")[1].split(":")[0] for line in out.splitlines() if line[:1] in ("*", "+", " ")]
         return {"remote": remote, "pushed": sorted(pushed), "attempts": attempt + 1, "pulls": pulls}

@@ -108,6 +108,10 @@ class PygitRepo:
         except FileNotFoundError:
             pass
 
+    def blob_id(self, data: bytes) -> str:
+        """The id git gives a blob of `data`, computed without writing it."""
+        return str(pygit2.hash(data))
+
     def write_blob(self, data: bytes) -> str:
         if len(data) > _BLOB_CACHE_MAX_SIZE:
             return str(self.repo.create_blob(data))

@@ -307,7 +307,7 @@ class Index:
         self.db.execute(
             "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job, task) DO UPDATE SET"
             " owner = excluded.owner, token = excluded.token, expires = excluded.expires,"
-            " heartbeat = excluded.heartbeat WHERE leases.token != excluded.token",
+            " heartbeat = excluded.heartbeat WHERE leases.token != excluded.token OR leases.owner != excluded.owner",
             (job_id, task.id, task.owner or "", task.claims, expires, heartbeat),
         )
 

@@ -228,8 +228,9 @@ class Ledger:
         """Extend a live lease; LeaseLost if it expired, was revoked or superseded."""
         with self.index.immediate() as db:
             updated = db.execute(
-                "UPDATE leases SET expires = ?, heartbeat = ? WHERE job = ? AND task = ? AND token = ? AND expires >= ?",
-                (now + ttl, now, lease.job, lease.task, lease.token, now),
+                "UPDATE leases SET expires = ?, heartbeat = ?"
+                " WHERE job = ? AND task = ? AND token = ? AND owner = ? AND expires >= ?",
+                (now + ttl, now, lease.job, lease.task, lease.token, lease.owner, now),
             ).rowcount
         if not updated:
             raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held")
@@ -298,9 +299,10 @@ class Ledger:
 
     def _check_lease(self, lease: Lease, now: float) -> None:
         row = self.index.db.execute(
-            "SELECT token, expires FROM leases WHERE job = ? AND task = ?", (lease.job, lease.task)
+            "SELECT token, expires, owner FROM leases WHERE job = ? AND task = ?", (lease.job, lease.task)
         ).fetchone()
-        if row is None or row[0] != lease.token or row[1] < now:
+        # The owner too: another clone's claim of the task, merged in by a pull, carries the same token.
+        if row is None or row[0] != lease.token or row[1] < now or row[2] != lease.owner:
             raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
 
     def _finish_builder(
@@ -328,7 +330,7 @@ class Ledger:
     def held(self, lease: Lease, now: float) -> bool:
         """Whether the lease is still current: a cheap read, for polling between renewals."""
         row = self.index.lease(lease.job, lease.task)
-        return row is not None and row[1] == lease.token and row[2] >= now
+        return row is not None and row[0] == lease.owner and row[1] == lease.token and row[2] >= now
 
     def expire(
         self, now: float, job_id: str | None = None, owner: str | None = None

@@ -1,12 +1,13 @@
-"""Merging two clones' histories of one job: replay every operation since the merge base.
+"""Merging two clones' histories of one job: replay every operation of both.
 
-Both sides' operations since the merge base are replayed, once each (by op
-id), in ascending (clock, actor, id) order, on the state at the merge base.
-An operation that does not apply at its turn changes nothing but stays in the
-history; so does a finish whose claim lost to the other side's (both carry the
-same token, so the claim's actor tells them apart). The order depends only on
-the operations, so merging is commutative and loses nothing. Artifact records
-and output blobs are content-addressed: the merged tree has both sides'.
+All operations of both histories are replayed, once each (by op id), from
+nothing, in ascending (clock, actor, id) order. An operation that does not
+apply at its turn changes nothing but stays in the history; so does a finish
+whose claim lost to the other side's (both carry the same token, so the
+claim's actor tells them apart). The result depends only on the set of
+operations, so merging is commutative and loses nothing, whatever order
+earlier pushes and pulls came in. Artifact records and output blobs are
+content-addressed: the merged tree has both sides'.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from dataclasses import dataclass
 
 from gitswarm.model import codec
 from gitswarm.model.errors import CorruptRecord, InvalidTransition, LeaseLost
-from gitswarm.model.ops import Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import JobCreated, Op, TaskClaimed, TaskFinished
 from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitRepo
-from gitswarm.store.jobs import COMMITTER, Snapshot, parse_ops
+from gitswarm.store.jobs import COMMITTER, parse_ops
 
 MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 
@@ -29,60 +30,116 @@ MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 class Merged:
     tip: str
     local: str  # the local tip it was merged from
-    replayed: int  # operations since the merge base, both sides
+    replayed: int  # operations of both histories
     skipped: int  # of those, the ones that did not apply at their turn
     state: JobState  # the merged job state
-    tasks: list[Task]  # every task either side changed since the merge base, as merged
+    tasks: list[Task]  # the task records that differ from the local tip's
 
 
-def ops_since(repo: GitRepo, tip: str, base: str, where: str) -> list[Op]:
-    """Every operation in commits reachable from `tip` but not from `base`."""
-    return [op for commit in repo.walk(tip, hide=base) for op in parse_ops(commit, where)]
+@dataclass(frozen=True)
+class Replayed:
+    state: JobState
+    tasks: dict[str, Task]
+    applied: int
+    skipped: int
 
 
-def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None) -> Merged:
-    """Commit the merge of two diverged tips (parents: local, remote); the caller moves the ref."""
-    where = layout.job_ref(job_id)
-    base = base or repo.merge_base(local, remote)
-    if base is None:
-        raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
-    ops = {op.id: op for tip in (local, remote) for op in ops_since(repo, tip, base, where)}
-    ordered = sorted(ops.values(), key=lambda op: op.order_key())
-    start = Snapshot(repo, job_id, base)
-    state, changed, skipped = start.state, {}, 0
+def replay(ops: list[Op], where: str) -> Replayed:
+    """The canonical state of a set of operations: all of them, from nothing, in
+    (clock, actor, id) order. An op that does not apply at its turn is skipped; so is
+    a finish whose claim lost (same task and token, same actor). For a clone's own
+    linear history this is exactly the state its tip records."""
+    ordered = sorted(ops, key=lambda op: op.order_key())
+    state, tasks, applied, skipped = JobState(), {}, 0, 0
     lost_claims: set[tuple[str, int, str]] = set()
 
     def lookup(task_id: str) -> Task:
-        found = changed.get(task_id)
-        return found if found is not None else start.task(task_id)
+        found = tasks.get(task_id)
+        if found is None:
+            raise CorruptRecord(f"{where}: an operation names task {task_id!r}, which the job does not have")
+        return found
 
     for op in ordered:
         if isinstance(op, TaskFinished) and (op.task, op.token, op.actor) in lost_claims:
             skipped += 1
             continue
         try:
-            change = apply(op, state, lookup, start.task_ids)
+            change = apply(op, state, lookup, lambda: list(tasks))
         except (InvalidTransition, LeaseLost):
             if isinstance(op, TaskClaimed):
                 lost_claims.add((op.task, op.token, op.actor))
             skipped += 1
             continue
         state = change.state
-        changed.update(change.tasks)
-    paths: dict[str, str | None] = {layout.STATE_PATH: repo.write_blob(codec.encode(state))}
-    for task in changed.values():
-        paths[layout.task_path(task.id)] = repo.write_blob(codec.encode(task))
-    for tip in (local, remote):
-        tree = repo.commit_info(tip).tree
-        for fan, fan_oid, is_tree in repo.tree_items(tree):
-            if is_tree and fan.startswith(MERGED_KINDS):
-                for name, oid, _ in repo.tree_items(fan_oid):
-                    paths[f"{fan}/{name}"] = oid
-    new_tree = repo.update_tree(start.tree, paths)
-    when = max((op.at for op in ordered), default=0.0)
-    message = f"merge {len(ordered)} ops\n"
-    tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), when)
-    return Merged(tip=tip, local=local, replayed=len(ordered), skipped=skipped, state=state, tasks=list(changed.values()))
+        tasks.update(change.tasks)
+        applied += 1
+    return Replayed(state, tasks, applied, skipped)
+
+
+def history_ops(repo: GitRepo, tips: list[str], where: str) -> list[Op]:
+    """Every operation reachable from any of `tips`, each once (by id)."""
+    found: dict[str, Op] = {}
+    for tip in tips:
+        for commit in repo.walk(tip):
+            for op in parse_ops(commit, where):
+                found.setdefault(op.id, op)
+    return list(found.values())
+
+
+def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
+    """Tree path -> blob id of the state and every task record of a replay, hashed without writing."""
+    oids = {layout.STATE_PATH: repo.blob_id(codec.encode(result.state))}
+    oids.update((layout.task_path(t.id), repo.blob_id(codec.encode(t))) for t in result.tasks.values())
+    return oids
+
+
+def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None) -> Merged:
+    """Commit the merge of two diverged tips (parents: local, remote); the caller moves the ref.
+
+    Its tree holds the canonical replay of every operation of both histories,
+    so the result depends only on the set of operations, never on the order
+    of earlier pushes and pulls.
+    """
+    where = layout.job_ref(job_id)
+    if (base or repo.merge_base(local, remote)) is None:
+        raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
+    result = replay(history_ops(repo, [local, remote], where), where)
+    local_tree = repo.commit_info(local).tree
+    paths: dict[str, str | None] = {}
+    for path, oid in record_oids(repo, result).items():
+        if repo.tree_entry(local_tree, path) != oid:
+            record = result.state if path == layout.STATE_PATH else result.tasks[path.rsplit("/", 1)[1]]
+            paths[path] = repo.write_blob(codec.encode(record))
+    remote_tree = repo.commit_info(remote).tree
+    for fan, fan_oid, is_tree in repo.tree_items(remote_tree):
+        if is_tree and fan.startswith(MERGED_KINDS):
+            for name, oid, _ in repo.tree_items(fan_oid):
+                paths[f"{fan}/{name}"] = oid
+    new_tree = repo.update_tree(local_tree, paths)
+    total = result.applied + result.skipped
+    message = f"merge {total} ops\n"
+    tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), result.state.updated)
+    changed = [result.tasks[p.rsplit("/", 1)[1]] for p in paths if p.startswith(layout.TASKS_FANS)]
+    return Merged(tip=tip, local=local, replayed=total, skipped=result.skipped, state=result.state, tasks=changed)
+
+
+def check_tip(repo: GitRepo, job_id: str, tip: str) -> None:
+    """Refuse a history whose tip does not record the canonical replay of its operations.
+
+    Compares the state record and every task record by blob id: no record is
+    decoded, and a forged or corrupt one anywhere is caught.
+    """
+    where = layout.job_ref(job_id)
+    commits = list(repo.walk(tip))
+    created = parse_ops(commits[0], where) if commits else []
+    if not created or commits[0].parents or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:
+        raise CorruptRecord(f"{where}: history does not start with this job's job_created")
+    ops = {op.id: op for commit in commits for op in parse_ops(commit, where)}
+    result = replay(list(ops.values()), where)
+    tree = repo.commit_info(tip).tree
+    for path, oid in record_oids(repo, result).items():
+        if repo.tree_entry(tree, path) != oid:
+            raise CorruptRecord(f"{where}:{path}: the record does not match the job's operations")
 
 
 def tasks_differing(repo: GitRepo, old: str, new: str) -> list[str]:
