@@ -27,6 +27,7 @@ from gitswarm.model.artifacts import BlobRef, Decision, Patch
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.store.gitcli import git
 from gitswarm.store.jobs import Snapshot
+from gitswarm.store.trust import Trust
 from gitswarm.store.worktrees import Worktrees, branch_name
 
 
@@ -48,6 +49,16 @@ def find_patch(swarm: Swarm, prefix: str) -> tuple[str, Patch, Snapshot]:
     return found["id"], patch, snapshot
 
 
+def require_commits(swarm: Swarm, patch_id: str, patch: Patch) -> None:
+    """A patch pulled from another clone names commits that only its branch carries."""
+    for commit in (patch.base, patch.head):
+        if not swarm.repo.has_object(commit):
+            raise BadInput(
+                f"patch {patch_id[:12]}: commit {commit[:12]} is not in this repository; fetch its branch "
+                f"{branch_name(patch.job, patch.task)} from the clone that made it"
+            )
+
+
 def patch_diff(swarm: Swarm, prefix: str) -> bytes:
     _, patch, _ = find_patch(swarm, prefix)
     return swarm.repo.read_blob(patch.diff.oid)
@@ -60,9 +71,18 @@ def _store(swarm: Swarm) -> BlobWriter:
     return store
 
 
+def refuse_untrusted(swarm: Swarm, job_id: str, doing: str) -> None:
+    """The checks of a job pulled from another clone are instructions from elsewhere: they run
+    here only once the job is approved."""
+    if job_id in Trust(swarm.repo.common_dir).untrusted():
+        raise BadInput(f"{doing}: job {job_id} was pulled from another clone and runs its own checks; approve it first (gitswarm approve {job_id})")
+
+
 def verify_now(swarm: Swarm, prefix: str) -> dict:
     """Run the patch's verification again now; the verdict and checks are recorded on its task."""
     patch_id, patch, snapshot = find_patch(swarm, prefix)
+    refuse_untrusted(swarm, patch.job, "verify")
+    require_commits(swarm, patch_id, patch)
     spec = snapshot.task(patch.task).spec
     auditor = repo_registry(swarm.repo.workdir).get(spec.auditor) if spec.auditor else None
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
@@ -83,6 +103,9 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
     patch_id, patch, snapshot = find_patch(swarm, prefix)
     if accepted_verdict(snapshot, patch.task, patch) is None:
         raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]}; run gitswarm verify")
+    if not no_recheck:
+        refuse_untrusted(swarm, patch.job, "merge")
+    require_commits(swarm, patch_id, patch)
     target = f"refs/heads/{into}" if into else (snapshot.job.base_ref or swarm.repo.head_branch())
     if target is None:
         raise BadInput("no branch to merge into: pass --into BRANCH")

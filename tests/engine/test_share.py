@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -726,3 +727,29 @@ def test_push_gives_up_rather_than_overwrite_an_unmergeable_remote(tmp_path: Pat
     assert "push to origin: the remote holds state that cannot be merged" in result.err and job in result.err
     assert git(remote, "rev-parse", f"refs/swarm/jobs/{job}").strip() == rootless
     assert task_states(a, job) == {"x": "cancelled", "y": "queued"}
+
+
+def test_a_pulled_patch_is_not_verified_or_merged_here_until_its_job_is_approved(a: Path, b: Path) -> None:
+    """Its checks came from another clone: running them is running that clone's instructions."""
+    adapters = a / ".gitswarm" / "adapters"
+    adapters.mkdir(parents=True)
+    (adapters / "scripted.toml").write_text(
+        f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
+    )
+    git(a, "add", ".gitswarm")
+    git(a, "commit", "-qm", "register the scripted agent")
+    delegated = cli(a, "--json", "delegate", "write hello.txt: hi", "--adapter", "scripted", "--check", "test -f hello.txt")
+    assert delegated.code == 0, delegated.err
+    patch = next(p["id"] for p in delegated.json()["summary"]["patches"])
+    push(a)
+    git(b, "fetch", "-q", "origin")  # the patch's commit travels with the job ref; the base with the branch
+    pull(b)
+    refused = cli(b, "verify", patch)
+    assert refused.code == 2 and "approve" in refused.err and refused.err.count("\n") == 1
+    assert cli(b, "merge", patch).code == 2
+    ok(cli(b, "approve", delegated.json()["id"]))
+    missing = cli(b, "verify", patch)  # the patch's commit travels on its branch, not with the job
+    assert missing.code == 2 and "is not in this repository" in missing.err
+    git(a, "push", "-q", "--no-verify", "origin", "refs/heads/swarm/*:refs/heads/swarm/*")
+    git(b, "fetch", "-q", "origin", "refs/heads/swarm/*:refs/heads/swarm/*")
+    assert cli(b, "--json", "verify", patch).code == 0
