@@ -111,3 +111,33 @@ def fake_clis(monkeypatch: pytest.MonkeyPatch) -> Path:
     """Put the fake agent CLIs (tests/fakes/bin: claude, codex, gemini, aider, hermes, omp) first on PATH."""
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
     return FAKES
+
+
+def rev(path: Path, name: str = "HEAD") -> str:
+    return git(path, "rev-parse", name).strip()
+
+
+def commit_file(repo: Path, name: str, text: str, message: str = "change") -> str:
+    """Write, add and commit one file; the new HEAD."""
+    path = repo / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    git(repo, "add", name)
+    git(repo, "commit", "-qm", message)
+    return rev(repo)
+
+
+def swarm_note(repo: Path, commit: str) -> list[dict]:
+    """The records of COMMIT's note under refs/notes/swarm, decoded, oldest first; [] when it has none.
+
+    (The note keeps its lines sorted as text, so they are put back in time order here.)"""
+    out = subprocess.run(["git", "notes", "--ref=swarm", "show", commit], cwd=repo, check=False, capture_output=True, text=True)
+    lines = [json.loads(line) for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    return sorted(lines, key=lambda n: n["created"])
+
+
+def register_scripted(repo: Path) -> Path:
+    """Register the scripted agent as adapter `scripted`, committed so the user's tree starts clean."""
+    spec = f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
+    commit_file(repo, ".gitswarm/adapters/scripted.toml", spec, "register the scripted agent")
+    return repo

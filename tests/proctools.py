@@ -34,15 +34,15 @@ def wait_gone(pids: Iterable[int], timeout: float = 1.0) -> list[int]:
         time.sleep(0.02)
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.02) -> object:
-    """Poll until `predicate()` is truthy and return it; fail the test on timeout."""
+def wait_for(predicate: Callable[[], object], timeout: float, what: str = "", interval: float = 0.02) -> object:
+    """Poll until `predicate()` is truthy and return it; fail the test on timeout, saying for `what`."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(interval)
 
 

@@ -13,7 +13,7 @@ import string
 from pathlib import Path
 
 from gitswarm.adapters.agentspec import AgentSpec, Arg
-from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext
+from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
 from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch, run_environment
 from gitswarm.adapters.pricing import PriceTable
 from gitswarm.adapters.process import ProcessResult
@@ -32,10 +32,6 @@ class AgentAdapter:
         self.name = name
         self.spec = spec
         self.prices = prices or PriceTable({})
-
-    @property
-    def capabilities(self) -> tuple[str, ...]:
-        return tuple(self.spec.capabilities)
 
     def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation:
         spec = self.spec
@@ -97,9 +93,6 @@ class AgentAdapter:
         said = answer_artifacts(answer, report.text, ctx.job, ctx.task, ctx.attempt, self.name, now)
         return Outcome(ok=True, artifacts=[run, *said], text=report.text)
 
-    def final_text(self, result: ProcessResult) -> str:
-        return read_report(self.spec.output, result.stdout, result.stderr).text
-
     def _error(self, result: ProcessResult, report: AgentReport) -> str | None:
         """Why the run failed, or None. The agent's own error flag and refusals come
         before its exit code: some CLIs exit 0 after a denied edit."""
@@ -133,6 +126,7 @@ class AgentAdapter:
         if cost is None:
             cost = self.prices.cost(model, report.input_tokens, report.output_tokens)
             estimated = cost is not None
+        stdout, stderr = captured(result, store)
         return Run(
             job=ctx.job,
             task=ctx.task,
@@ -149,8 +143,8 @@ class AgentAdapter:
             input_tokens=report.input_tokens,
             output_tokens=report.output_tokens,
             error=error,
-            stdout=store(result.stdout, result.stdout_dropped) if result.stdout or result.stdout_dropped else None,
-            stderr=store(result.stderr, result.stderr_dropped) if result.stderr or result.stderr_dropped else None,
+            stdout=stdout,
+            stderr=stderr,
         )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gitswarm.adapters.process import ProcessResult
-from gitswarm.model.artifacts import Artifact, BlobRef, Run
+from gitswarm.model.artifacts import Artifact, BlobRef
 from gitswarm.model.records import TaskSpec
 
 BlobWriter = Callable[[bytes, int], BlobRef]  # (data, bytes dropped) -> a stored blob
@@ -49,20 +49,9 @@ class Outcome:
     retryable: bool = True
     text: str = ""  # the agent's final answer, as it printed it
 
-    @property
-    def cost_usd(self) -> float:
-        return sum(a.cost_usd or 0.0 for a in self.artifacts if isinstance(a, Run))
-
-    @property
-    def tokens(self) -> int:
-        return sum(a.tokens for a in self.artifacts if isinstance(a, Run))
-
 
 class Adapter(Protocol):
     name: str
-
-    @property
-    def capabilities(self) -> tuple[str, ...]: ...
 
     def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation: ...
 
@@ -76,7 +65,12 @@ class Adapter(Protocol):
         invocation: Invocation | None = None,
     ) -> Outcome: ...
 
-    def final_text(self, result: ProcessResult) -> str: ...
+
+def captured(result: ProcessResult, store: BlobWriter) -> tuple[BlobRef | None, BlobRef | None]:
+    """The run's stdout and stderr as stored blobs (None when empty and nothing was cut)."""
+    out = store(result.stdout, result.stdout_dropped) if result.stdout or result.stdout_dropped else None
+    err = store(result.stderr, result.stderr_dropped) if result.stderr or result.stderr_dropped else None
+    return out, err
 
 
 def execute(

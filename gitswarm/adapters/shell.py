@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext
+from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.model.artifacts import Check
 from gitswarm.model.errors import BadInput
@@ -17,7 +17,6 @@ class ShellAdapter:
     """`command` as a string runs under `sh -c`; as a list it is the argv itself."""
 
     name = "shell"
-    capabilities: tuple[str, ...] = ()
 
     def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation:
         command = task.command
@@ -28,9 +27,6 @@ class ShellAdapter:
         env = {**ctx.base_env, **task.env}
         return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
 
-    def final_text(self, result: ProcessResult) -> str:
-        return result.stdout.decode(errors="replace").strip()
-
     def outcome(
         self,
         task: TaskSpec,
@@ -40,6 +36,7 @@ class ShellAdapter:
         now: float,
         invocation: Invocation | None = None,
     ) -> Outcome:
+        stdout, stderr = captured(result, store)
         check = Check(
             job=ctx.job,
             task=ctx.task,
@@ -49,8 +46,8 @@ class ShellAdapter:
             command=task.command or "",
             exit_code=result.exit_code,
             duration=round(result.duration, 6),
-            stdout=store(result.stdout, result.stdout_dropped) if result.stdout or result.stdout_dropped else None,
-            stderr=store(result.stderr, result.stderr_dropped) if result.stderr or result.stderr_dropped else None,
+            stdout=stdout,
+            stderr=stderr,
             timed_out=result.timed_out,
             cwd=task.cwd,
         )

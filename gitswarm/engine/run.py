@@ -9,10 +9,10 @@ from dataclasses import replace
 from gitswarm.engine.adapters import preflight_cache
 from gitswarm.engine.share import remote_key
 from gitswarm.engine.stitch import build_summary
-from gitswarm.model.errors import BadInput
 from gitswarm.engine.supervisor import FINISHED, EventSink, Supervisor, WorkOptions
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import artifact_id
+from gitswarm.model.errors import BadInput
 from gitswarm.store.trust import Trust
 
 

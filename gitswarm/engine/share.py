@@ -23,7 +23,7 @@ from gitswarm.store import layout
 from gitswarm.store.gitcli import GitCommandError, git, git_run
 from gitswarm.store.jobs import COMMITTER, Snapshot
 from gitswarm.store.notes import merge_notes
-from gitswarm.store.oplog import Merged, check_tip, merge_job, tasks_differing
+from gitswarm.store.oplog import Merged, check_tip, merge_job
 from gitswarm.store.trust import Trust
 
 SHADOW = "refs/gitswarm/shadow/"
@@ -102,9 +102,8 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
                 adopted[job_id] = key
             if merged is not None:
                 # Only the task records that differ from the local tip need re-indexing.
-                snapshot = swarm.refs.snapshot(job_id, merged.tip)
-                moved = [snapshot.task(t) for t in tasks_differing(repo, merged.local, merged.tip)]
-                index.record(snapshot.job, snapshot.state, merged.tip, moved)
+                job = swarm.refs.snapshot(job_id, merged.tip).job
+                index.record(job, merged.state, merged.tip, merged.tasks)
             elif outcome != "unchanged":
                 index.reindex(swarm.refs.snapshot(job_id, repo.read_ref(layout.job_ref(job_id))))
         report.notes = _pull_notes(swarm, repo.read_ref(f"{prefix}notes/swarm"))

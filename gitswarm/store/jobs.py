@@ -128,8 +128,8 @@ class JobRefs:
         the commit that records them later only links them: fewer files are
         created while every other writer waits.
         """
-        for artifact in artifacts:
-            self._written[artifact_id(artifact)] = self.repo.write_blob(codec.encode(artifact))
+        # Only the next commit uses them: a finish that was refused leaves nothing behind.
+        self._written = {artifact_id(a): self.repo.write_blob(codec.encode(a)) for a in artifacts}
 
     def tips(self) -> dict[str, str]:
         prefix = layout.JOBS_PREFIX

@@ -29,9 +29,6 @@ MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 @dataclass(frozen=True)
 class Merged:
     tip: str
-    local: str  # the local tip it was merged from
-    replayed: int  # operations of both histories
-    skipped: int  # of those, the ones that did not apply at their turn
     state: JobState  # the merged job state
     tasks: list[Task]  # the task records that differ from the local tip's
 
@@ -76,13 +73,12 @@ def replay(ops: list[Op], where: str) -> Replayed:
     return Replayed(state, tasks, applied, skipped)
 
 
-def history_ops(repo: GitRepo, tips: list[str], where: str) -> list[Op]:
-    """Every operation reachable from any of `tips`, each once (by id)."""
+def history_ops(repo: GitRepo, local: str, remote: str, where: str) -> list[Op]:
+    """Every operation reachable from either tip, each once (by id); shared commits are read once."""
     found: dict[str, Op] = {}
-    for tip in tips:
-        for commit in repo.walk(tip):
-            for op in parse_ops(commit, where):
-                found.setdefault(op.id, op)
+    for commit in [*repo.walk(local), *repo.walk(remote, hide=local)]:
+        for op in parse_ops(commit, where):
+            found.setdefault(op.id, op)
     return list(found.values())
 
 
@@ -103,7 +99,7 @@ def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, b
     where = layout.job_ref(job_id)
     if (base or repo.merge_base(local, remote)) is None:
         raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
-    result = replay(history_ops(repo, [local, remote], where), where)
+    result = replay(history_ops(repo, local, remote, where), where)
     local_tree = repo.commit_info(local).tree
     paths: dict[str, str | None] = {}
     for path, oid in record_oids(repo, result).items():
@@ -120,7 +116,7 @@ def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, b
     message = f"merge {total} ops\n"
     tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), result.state.updated)
     changed = [result.tasks[p.rsplit("/", 1)[1]] for p in paths if p.startswith(layout.TASKS_FANS)]
-    return Merged(tip=tip, local=local, replayed=total, skipped=result.skipped, state=result.state, tasks=changed)
+    return Merged(tip=tip, state=result.state, tasks=changed)
 
 
 def check_tip(repo: GitRepo, job_id: str, tip: str) -> None:
@@ -140,20 +136,3 @@ def check_tip(repo: GitRepo, job_id: str, tip: str) -> None:
     for path, oid in record_oids(repo, result).items():
         if repo.tree_entry(tree, path) != oid:
             raise CorruptRecord(f"{where}:{path}: the record does not match the job's operations")
-
-
-def tasks_differing(repo: GitRepo, old: str, new: str) -> list[str]:
-    """The ids of the tasks whose records differ between two commits of a job (by tree, no decoding)."""
-    def fans(commit: str) -> dict[str, str]:
-        tree = repo.commit_info(commit).tree
-        return {name: oid for name, oid, is_tree in repo.tree_items(tree) if is_tree and name.startswith(layout.TASKS_FANS)}
-
-    before, after = fans(old), fans(new)
-    differing = []
-    for fan in sorted(set(before) | set(after)):
-        if before.get(fan) == after.get(fan):
-            continue
-        a = {name: oid for name, oid, _ in repo.tree_items(before[fan])} if fan in before else {}
-        b = {name: oid for name, oid, _ in repo.tree_items(after[fan])} if fan in after else {}
-        differing += [task for task in sorted(set(a) | set(b)) if a.get(task) != b.get(task)]
-    return differing

@@ -12,13 +12,11 @@ never makes a patch that failed its checks mergeable.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, cli, git
+from tests.conftest import Result, cli, commit_file, git, register_scripted, rev, swarm_note
 
 CHECK = "grep -qx hello README.md"
 AUTHOR = "Test Author <author@example.com>"  # GIT_AUTHOR_NAME/EMAIL of the isolated test env
@@ -27,30 +25,8 @@ AUTHOR = "Test Author <author@example.com>"  # GIT_AUTHOR_NAME/EMAIL of the isol
 # -- helpers -------------------------------------------------------------------------------
 
 
-def rev(path: Path, name: str = "HEAD") -> str:
-    return git(path, "rev-parse", name).strip()
-
-
-def note(repo: Path, commit: str) -> list[dict]:
-    """The lines of `git notes --ref=swarm show COMMIT`, decoded, oldest first; [] when it has no note.
-
-    (The note keeps its lines sorted as text, so they are put back in time order here.)"""
-    out = subprocess.run(["git", "notes", "--ref=swarm", "show", commit], cwd=repo, check=False, capture_output=True, text=True)
-    lines = [json.loads(line) for line in out.stdout.splitlines()] if out.returncode == 0 else []
-    return sorted(lines, key=lambda n: n["created"])
-
-
 def notes_ref(repo: Path) -> str:
     return git(repo, "for-each-ref", "refs/notes")
-
-
-def commit_file(repo: Path, name: str, text: str, message: str = "change") -> str:
-    path = repo / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    git(repo, "add", name)
-    git(repo, "commit", "-qm", message)
-    return rev(repo)
 
 
 def tree_state(repo: Path) -> dict:
@@ -109,7 +85,7 @@ def test_audit_notes_the_verdict_on_exactly_that_commit(repo: Path, source: str)
     extra = configure(repo, source, [CHECK, "test -s README.md"])
     good = rev(repo)
     bad = commit_file(repo, "README.md", "broken\n", "break the readme")
-    assert note(repo, good) == [] and note(repo, bad) == []
+    assert swarm_note(repo, good) == [] and swarm_note(repo, bad) == []
     before = tree_state(repo)
 
     # the older commit, named by its SHA: its checks pass
@@ -118,12 +94,12 @@ def test_audit_notes_the_verdict_on_exactly_that_commit(repo: Path, source: str)
     out = passed.json()
     assert out["commit"] == good and out["accepted"] is True and out["reviewer"] == "checks"
     assert [(c["command"], c["passed"]) for c in out["checks"]] == [(CHECK, True), ("test -s README.md", True)]
-    (line,) = note(repo, good)
+    (line,) = swarm_note(repo, good)
     assert line["kind"] == "verdict" and line["head"] == good
     assert line["accepted"] is True and line["reviewer"] == "checks" and line["producer"] == "gitswarm"
     assert (line["status"], line["integrity"], line["contract"]) == ("complete", "clean", "aligned")
     assert line["evidence"][CHECK] == "passed"
-    assert note(repo, bad) == [], "the verdict on one commit was noted on another"
+    assert swarm_note(repo, bad) == [], "the verdict on one commit was noted on another"
     assert tree_state(repo) == before
 
     # HEAD (the default REV): a check fails
@@ -132,11 +108,11 @@ def test_audit_notes_the_verdict_on_exactly_that_commit(repo: Path, source: str)
     out = failed.json()
     assert out["commit"] == bad and out["accepted"] is False
     assert [(c["command"], c["passed"]) for c in out["checks"]] == [(CHECK, False), ("test -s README.md", True)]
-    (line,) = note(repo, bad)
+    (line,) = swarm_note(repo, bad)
     assert line["head"] == bad and line["accepted"] is False and line["reviewer"] == "checks"
     assert line["status"] == "incomplete"
     assert line["evidence"][CHECK] != "passed"
-    assert [n["accepted"] for n in note(repo, good)] == [True], "auditing HEAD changed the older commit's note"
+    assert [n["accepted"] for n in swarm_note(repo, good)] == [True], "auditing HEAD changed the older commit's note"
     assert tree_state(repo) == before
 
 
@@ -148,7 +124,7 @@ def test_audit_human_output_and_exit_codes_without_json(repo: Path) -> None:
     no = cli(repo, "audit", "--check", "false")
     assert no.code == 1
     assert "REJECTED" in no.out
-    assert [n["accepted"] for n in note(repo, head)] == [True, False]
+    assert [n["accepted"] for n in swarm_note(repo, head)] == [True, False]
 
 
 def test_the_check_option_replaces_the_configured_checks(repo: Path) -> None:
@@ -158,7 +134,7 @@ def test_the_check_option_replaces_the_configured_checks(repo: Path) -> None:
     result = audit(repo, "--check", CHECK)
     assert result.code == 0, result.err
     assert [c["command"] for c in result.json()["checks"]] == [CHECK]
-    assert [n["accepted"] for n in note(repo, head)] == [False, True]
+    assert [n["accepted"] for n in swarm_note(repo, head)] == [False, True]
 
 
 def test_audit_checks_run_on_a_clean_checkout_of_the_commit(repo: Path, tmp_path: Path) -> None:
@@ -189,7 +165,7 @@ def test_audit_checks_run_on_a_clean_checkout_of_the_commit(repo: Path, tmp_path
     inside_tree = repo.resolve() in checkout.parents and ".git" not in checkout.relative_to(repo.resolve()).parts
     assert not inside_tree, f"the checks ran inside the user's working tree: {checkout}"
     assert not checkout.exists(), "the clean checkout was left behind"
-    (line,) = note(repo, head)
+    (line,) = swarm_note(repo, head)
     assert line["accepted"] is True
     assert tree_state(repo) == before
     assert (repo / "README.md").read_text() == "hello\nuncommitted line\n"
@@ -200,7 +176,7 @@ def test_a_check_that_needs_an_uncommitted_file_fails(repo: Path) -> None:
     (repo / "NEW.md").write_text("not committed\n")
     result = audit(repo, "--check", "test -e NEW.md")
     assert result.code == 1
-    assert note(repo, rev(repo))[0]["accepted"] is False
+    assert swarm_note(repo, rev(repo))[0]["accepted"] is False
     assert (repo / "NEW.md").exists()
 
 
@@ -243,7 +219,7 @@ def test_no_checks_configured_still_gives_a_verdict(repo: Path) -> None:
     out = result.json()
     assert out["checks"] == []
     assert (result.code == 0) == out["accepted"]
-    assert [n["accepted"] for n in note(repo, rev(repo))] == [out["accepted"]]
+    assert [n["accepted"] for n in swarm_note(repo, rev(repo))] == [out["accepted"]]
 
 
 # -- review of a commit --------------------------------------------------------------------
@@ -257,25 +233,25 @@ def test_review_of_a_commit_adds_the_persons_verdict(repo: Path, monkeypatch: py
     accepted = cli(repo, "--json", "review", first, "--accept", "--note", "lgtm")
     assert accepted.code == 0, accepted.err
     assert accepted.json() == {"commit": first, "reviewer": AUTHOR, "accepted": True, "note": "lgtm"}
-    (line,) = note(repo, first)
+    (line,) = swarm_note(repo, first)
     assert line["kind"] == "verdict" and line["head"] == first
     assert line["accepted"] is True and line["reviewer"] == AUTHOR and line["producer"] == "person"
     assert line["evidence"] == {"note": "lgtm"}
-    assert note(repo, head) == []
+    assert swarm_note(repo, head) == []
 
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Second Reader")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "second@example.com")
     rejected = cli(repo, "--json", "review", first[:10], "--reject")
     assert rejected.code == 0, rejected.err
     assert rejected.json()["reviewer"] == "Second Reader <second@example.com>"
-    lines = note(repo, first)
+    lines = swarm_note(repo, first)
     assert [(n["reviewer"], n["accepted"]) for n in lines] == [(AUTHOR, True), ("Second Reader <second@example.com>", False)]
     assert lines[1]["evidence"] == {} and lines[1]["contract"] == "needs_revision"
     assert tree_state(repo) == before
 
     human = cli(repo, "review", "HEAD", "--accept")
     assert human.code == 0 and human.out.strip() == f"{head[:12]}: accepted by Second Reader <second@example.com>"
-    assert [n["reviewer"] for n in note(repo, head)] == ["Second Reader <second@example.com>"]
+    assert [n["reviewer"] for n in swarm_note(repo, head)] == ["Second Reader <second@example.com>"]
 
 
 @pytest.mark.parametrize("flags", [[], ["--accept", "--reject"]], ids=["neither", "both"])
@@ -300,15 +276,7 @@ def test_review_of_something_that_is_neither_a_patch_nor_a_commit(repo: Path) ->
 
 @pytest.fixture
 def project(repo: Path) -> Path:
-    """The repo with the scripted agent registered (committed, so the user's tree starts clean)."""
-    adapters = repo / ".gitswarm" / "adapters"
-    adapters.mkdir(parents=True)
-    (adapters / "scripted.toml").write_text(
-        f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
-    )
-    git(repo, "add", ".gitswarm")
-    git(repo, "commit", "-qm", "register the scripted agent")
-    return repo
+    return register_scripted(repo)
 
 
 def delegate(repo: Path, instruction: str, *checks: str) -> tuple[Result, dict]:
@@ -339,7 +307,7 @@ def test_review_of_a_patch_notes_its_head_and_shows_in_status_and_show(project: 
     job = data["id"]
     ((patch_id, patch),) = patches(project, job)
     head = patch["head"]
-    assert [(n["reviewer"], n["accepted"]) for n in note(project, head)] == [("checks", True)]
+    assert [(n["reviewer"], n["accepted"]) for n in swarm_note(project, head)] == [("checks", True)]
 
     reviewed = cli(project, "--json", "review", patch_id[:12], "--accept", "--note", "lgtm")
     assert reviewed.code == 0, reviewed.err
@@ -348,7 +316,7 @@ def test_review_of_a_patch_notes_its_head_and_shows_in_status_and_show(project: 
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "skeptic@example.com")
     assert cli(project, "--json", "review", patch_id, "--reject", "--note", "needs docs").code == 0
 
-    lines = note(project, head)
+    lines = swarm_note(project, head)
     assert [(n["reviewer"], n["accepted"], n["producer"]) for n in lines] == [
         ("checks", True, "gitswarm"),
         (AUTHOR, True, "person"),
@@ -391,11 +359,11 @@ def test_a_persons_accept_never_makes_a_rejected_patch_mergeable(project: Path) 
     assert len({p["head"] for _, p in made}) == len(made) > 1, data
     patch_id, patch = made[-1]
     head = patch["head"]
-    assert [n["accepted"] for n in note(project, head)] == [False]
+    assert [n["accepted"] for n in swarm_note(project, head)] == [False]
 
     accepted = cli(project, "--json", "review", patch_id, "--accept", "--note", "ship it anyway")
     assert accepted.code == 0, accepted.err
-    assert [(n["reviewer"], n["accepted"]) for n in note(project, head)] == [("checks", False), (AUTHOR, True)]
+    assert [(n["reviewer"], n["accepted"]) for n in swarm_note(project, head)] == [("checks", False), (AUTHOR, True)]
 
     before = tree_state(project)
     refused = cli(project, "--json", "merge", patch_id)

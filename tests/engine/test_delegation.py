@@ -20,7 +20,7 @@ import pytest
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Check, Decision, Patch, Verdict
-from tests.conftest import Result, cli, git
+from tests.conftest import Result, cli, git, register_scripted, rev
 
 TASK = "delegate"
 FIX = "edit README.md: replace hello with world"
@@ -32,19 +32,7 @@ CHECK = "grep -qx world README.md"
 
 @pytest.fixture
 def project(repo: Path) -> Path:
-    """The repo with the scripted agent registered (committed, so the user's tree starts clean)."""
-    adapters = repo / ".gitswarm" / "adapters"
-    adapters.mkdir(parents=True)
-    (adapters / "scripted.toml").write_text(
-        f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
-    )
-    git(repo, "add", ".gitswarm")
-    git(repo, "commit", "-qm", "register the scripted agent")
-    return repo
-
-
-def rev(path: Path, name: str = "HEAD") -> str:
-    return git(path, "rev-parse", name).strip()
+    return register_scripted(repo)
 
 
 @dataclass

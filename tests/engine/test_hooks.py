@@ -9,7 +9,6 @@ queues an audit of the new commit in the background; pre-push refuses verified b
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, git
+from tests.conftest import cli, commit_file, git, rev, swarm_note
+from tests.proctools import wait_for
 
 MARKER = "# gitswarm hook shim"
 GITSWARM = Path(sys.executable).with_name("gitswarm")  # what the installed shims call
@@ -36,16 +36,6 @@ echo "old post-commit $(git rev-parse HEAD)" >> "{log}"
 # -- helpers -------------------------------------------------------------------------------
 
 
-def rev(path: Path, name: str = "HEAD") -> str:
-    return git(path, "rev-parse", name).strip()
-
-
-def note(repo: Path, commit: str) -> list[dict]:
-    out = subprocess.run(["git", "notes", "--ref=swarm", "show", commit], cwd=repo, check=False, capture_output=True, text=True)
-    lines = [json.loads(line) for line in out.stdout.splitlines()] if out.returncode == 0 else []
-    return sorted(lines, key=lambda n: n["created"])
-
-
 def snapshot(directory: Path) -> dict[str, tuple[bytes, int]] | None:
     """Every entry of a hooks directory: name -> (content, mode bits); None when it does not exist."""
     if not directory.exists():
@@ -57,15 +47,6 @@ def write_hook(path: Path, text: str, mode: int = 0o754) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     path.chmod(mode)
-
-
-def commit_file(repo: Path, name: str, text: str, message: str = "change") -> str:
-    path = repo / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    git(repo, "add", name)
-    git(repo, "commit", "-qm", message)
-    return rev(repo)
 
 
 def run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -89,17 +70,6 @@ def jobs(repo: Path) -> list[dict]:
     result = cli(repo, "--json", "status")
     assert result.code == 0, result.err
     return result.json()["jobs"]
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 FINISHED = {"succeeded", "failed", "cancelled"}
@@ -280,7 +250,7 @@ def test_a_commit_on_an_audited_branch_is_audited_in_the_background(repo: Path) 
 
     (job,) = wait_for(queued, 15, "the post-commit hook to queue an audit job")
     assert job["goal"] == f"audit {new[:12]} on main"
-    verdicts = wait_for(lambda: note(repo, new), 15, f"a verdict note on {new[:12]}")
+    verdicts = wait_for(lambda: swarm_note(repo, new), 15, f"a verdict note on {new[:12]}")
     (verdict,) = verdicts
     assert verdict["head"] == new and verdict["accepted"] is True and verdict["reviewer"] == "checks"
     wait_for(lambda: settled(repo, 1), 15, "the audit job to finish")
@@ -297,7 +267,7 @@ def test_no_audit_for_a_branch_not_configured(repo: Path, tmp_path: Path, monkey
     wait_for(lambda: done_lines(done), 15, "the post-commit hook's background run to end")
     assert done_lines(done) == [f"0 hooks run post-commit {rev(repo)} main"]  # the shim passes what it saw
     assert jobs(repo) == []
-    assert note(repo, rev(repo)) == []
+    assert swarm_note(repo, rev(repo)) == []
 
 
 def test_each_commit_gets_its_own_audit_even_when_the_next_comes_quickly(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,8 +282,8 @@ def test_each_commit_gets_its_own_audit_even_when_the_next_comes_quickly(repo: P
     wait_for(lambda: len(done_lines(done)) == 2, 30, "both background runs to end")
     wait_for(lambda: settled(repo, 2), 15, "both audit jobs to finish")
     assert sorted(j["goal"] for j in jobs(repo)) == sorted([f"audit {first[:12]} on main", f"audit {second[:12]} on main"])
-    assert [n["accepted"] for n in note(repo, first)] == [True]
-    assert [n["accepted"] for n in note(repo, second)] == [True]
+    assert [n["accepted"] for n in swarm_note(repo, first)] == [True]
+    assert [n["accepted"] for n in swarm_note(repo, second)] == [True]
 
 
 def _timed_commit(repo: Path, hooks_path: Path, message: str) -> float:

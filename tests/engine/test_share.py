@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from gitswarm.model.records import TaskState
 from gitswarm.store.git import PygitRepo
 from gitswarm.store.layout import NOTES_REF
 from gitswarm.store.notes import add_note_line
-from tests.conftest import Result, cli, git, spec_text
+from tests.conftest import Result, cli, git, register_scripted, spec_text
 
 START = 1_700_000_000.0
 TWO_TASKS = ('id = "x"\ncommand = "true"', 'id = "y"\ncommand = "true"')
@@ -731,13 +730,7 @@ def test_push_gives_up_rather_than_overwrite_an_unmergeable_remote(tmp_path: Pat
 
 def test_a_pulled_patch_is_not_verified_or_merged_here_until_its_job_is_approved(a: Path, b: Path) -> None:
     """Its checks came from another clone: running them is running that clone's instructions."""
-    adapters = a / ".gitswarm" / "adapters"
-    adapters.mkdir(parents=True)
-    (adapters / "scripted.toml").write_text(
-        f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
-    )
-    git(a, "add", ".gitswarm")
-    git(a, "commit", "-qm", "register the scripted agent")
+    register_scripted(a)
     delegated = cli(a, "--json", "delegate", "write hello.txt: hi", "--adapter", "scripted", "--check", "test -f hello.txt")
     assert delegated.code == 0, delegated.err
     patch = next(p["id"] for p in delegated.json()["summary"]["patches"])
