@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from gitswarm.model import codec
 from gitswarm.model.errors import CorruptRecord, InvalidTransition, LeaseLost
 from gitswarm.model.ops import JobCreated, Op, TaskClaimed, TaskFinished
@@ -58,19 +60,25 @@ def replay(ops: list[Op], where: str) -> Replayed:
 
     for op in ordered:
         if isinstance(op, TaskFinished) and (op.task, op.token, op.actor) in lost_claims:
-            skipped += 1
+            state, skipped = _seen(state, op), skipped + 1
             continue
         try:
             change = apply(op, state, lookup, lambda: list(tasks))
         except (InvalidTransition, LeaseLost):
             if isinstance(op, TaskClaimed):
                 lost_claims.add((op.task, op.token, op.actor))
-            skipped += 1
+            state, skipped = _seen(state, op), skipped + 1
             continue
         state = change.state
         tasks.update(change.tasks)
         applied += 1
     return Replayed(state, tasks, applied, skipped)
+
+
+def _seen(state: JobState, op: Op) -> JobState:
+    """An op that did not apply still advances the clock: the next local op must sort
+    after every op in the history, or a later replay could let a skipped op apply."""
+    return state if op.clock <= state.clock else msgspec.structs.replace(state, clock=op.clock)
 
 
 def history_ops(repo: GitRepo, local: str, remote: str, where: str) -> list[Op]:

@@ -746,3 +746,23 @@ def test_a_pulled_patch_is_not_verified_or_merged_here_until_its_job_is_approved
     git(a, "push", "-q", "--no-verify", "origin", "refs/heads/swarm/*:refs/heads/swarm/*")
     git(b, "fetch", "-q", "origin", "refs/heads/swarm/*:refs/heads/swarm/*")
     assert cli(b, "--json", "verify", patch).code == 0
+
+
+def test_an_op_made_after_a_merge_sorts_after_the_ops_the_merge_skipped(a: Path, b: Path) -> None:
+    """Found by the convergence machine: A cancels t0 while B claims t0 and t1 (B's claim of t0
+    loses in the merge). A's retry of t0 after the merge must get a clock above B's skipped
+    claim, or replaying A's history elsewhere would let that claim apply and B would call A's
+    valid history invalid."""
+    job = shared_job(a, b, 'id = "t0"\ncommand = "true"', 'id = "t1"\ncommand = "true"')
+    ok(cli(a, "cancel", f"{job}/t0"))
+    with closing(Swarm(b)) as swarm:
+        now = swarm.clock()
+        assert swarm.ledger.claim("w-b", 600, now, job_id=job) is not None
+        assert swarm.ledger.claim("w-b", 600, now, job_id=job) is not None
+    push(b)
+    assert pull(a)["merged"] == [job]
+    ok(cli(a, "retry", f"{job}/t0"))
+    push(a)
+    pulled = pull(b)
+    assert pulled["invalid"] == {} and pulled["updated"] == [job]
+    assert tree(a, job) == tree(b, job)
