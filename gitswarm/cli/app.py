@@ -1,5 +1,6 @@
 """The typer commands. Each parses, calls one library function and prints through Output."""
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -14,7 +15,15 @@ from gitswarm.cli.context import Context, _ctx
 from gitswarm.cli.output import Output
 from gitswarm.cli.progress import print_markdown, progress_sink
 from gitswarm.model.errors import EXIT_FAILED, BadInput
-from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
+from gitswarm.model.limits import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_OUTPUT_CAP,
+    MAX_LEASE_SECONDS,
+    MAX_OUTPUT_CAP,
+    MAX_WORKERS,
+    MIN_LEASE_SECONDS,
+    MIN_OUTPUT_CAP,
+)
 
 if TYPE_CHECKING:
     from gitswarm.engine.supervisor import WorkOptions
@@ -112,11 +121,24 @@ def _work_options(jobs: int, lease: float, output_cap: int, job: str | None = No
     from gitswarm.engine.supervisor import WorkOptions  # deferred: see the note at the imports
     from gitswarm.engine.worker import WorkerOptions
 
+    _check_work_limits(jobs, lease, output_cap)
+    return WorkOptions(workers=jobs, job=job, until_idle=until_idle, worker=WorkerOptions(lease=lease, output_cap=output_cap))
+
+
+def _check_work_limits(jobs: int, lease: float, output_cap: int) -> None:
+    """The bounds of -j, --lease and --output-cap (gitswarm.model.limits); checked before anything is opened."""
     if jobs < 1:
         raise BadInput("-j: must be at least 1")
+    if jobs > MAX_WORKERS:
+        raise BadInput(f"-j: must be at most {MAX_WORKERS}")
+    if not math.isfinite(lease):
+        raise BadInput(f"--lease: must be a finite number of seconds, got {lease}")
     if lease <= 0:
         raise BadInput("--lease: must be positive")
-    return WorkOptions(workers=jobs, job=job, until_idle=until_idle, worker=WorkerOptions(lease=lease, output_cap=output_cap))
+    if not MIN_LEASE_SECONDS <= lease <= MAX_LEASE_SECONDS:
+        raise BadInput(f"--lease: must be between {MIN_LEASE_SECONDS:g} and {MAX_LEASE_SECONDS:g} seconds")
+    if not MIN_OUTPUT_CAP <= output_cap <= MAX_OUTPUT_CAP:
+        raise BadInput(f"--output-cap: must be between {MIN_OUTPUT_CAP} and {MAX_OUTPUT_CAP} bytes")
 
 
 JobsOption = Annotated[int, typer.Option("-j", "--jobs", help="Worker processes to keep busy.")]
@@ -165,6 +187,7 @@ def work(
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
+    _check_work_limits(jobs, lease, output_cap)
     swarm = c.swarm()
     job_id = swarm.resolve_job(job) if job else None
     options = _work_options(jobs, lease, output_cap, job_id, until_idle)

@@ -19,6 +19,7 @@ from gitswarm.engine.audit import accepted_on
 from gitswarm.engine.config import load_config
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput
+from gitswarm.model.spec import toml_string
 from gitswarm.store.gitcli import git
 
 HOOKS = ("post-commit", "pre-push")
@@ -107,9 +108,10 @@ def post_commit(swarm: Swarm, commit: str | None = None, branch: str | None = No
         return None
     # The task runs `gitswarm audit`, found next to the Python running this.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    # The branch name came in as an argument: quoted as a TOML string, whatever it holds.
     spec = (
-        f'goal = "audit {commit[:12]} on {branch}"\n'
-        f'[[tasks]]\nid = "audit"\ncommand = ["gitswarm", "audit", "{commit}"]\nmax_attempts = 1\n'
+        f"goal = {toml_string(f'audit {commit[:12]} on {branch}')}\n"
+        f'[[tasks]]\nid = "audit"\ncommand = ["gitswarm", "audit", {toml_string(commit)}]\nmax_attempts = 1\n'
     )
     return swarm.submit_text(spec, "post-commit")
 

@@ -7,6 +7,7 @@ id syntax, duplicate ids, unknown dependencies and dependency cycles.
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 import tomllib
 from collections.abc import Callable, Collection
@@ -18,6 +19,7 @@ import msgspec
 from gitswarm.model.errors import BadInput, SpecError
 from gitswarm.model.ids import check_task_id
 from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
+from gitswarm.model.limits import DAY, MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
 from gitswarm.model.records import Budget, Defaults, TaskSpec
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
@@ -93,8 +95,8 @@ class AdapterFacts:
     route: Callable[[tuple[str, ...]], str] | None = None  # picks an adapter for needed capabilities
 
 
-def parse_duration(value: str | float, where: str) -> float:
-    """Seconds from `90`, `1.5`, `"30s"`, `"10m"`, `"1h30m"` or `"250ms"`."""
+def parse_duration(value: str | float, where: str, maximum: float = MAX_TIMEOUT_SECONDS) -> float:
+    """Seconds from `90`, `1.5`, `"30s"`, `"10m"`, `"1h30m"` or `"250ms"`; positive, finite, at most `maximum`."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
@@ -108,7 +110,59 @@ def parse_duration(value: str | float, where: str) -> float:
         raise SpecError(f"{where}: duration must be finite")
     if seconds <= 0:
         raise SpecError(f"{where}: duration must be positive")
+    if seconds > maximum:
+        raise SpecError(f"{where}: duration must be at most {maximum / DAY:g} days ({maximum:.0f}s)")
     return seconds
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string, whatever it holds (quotes, backslashes, control characters).
+
+    For specs built by code from outside values (a branch name, an instruction):
+    formatting them into TOML unescaped would let them add keys of their own.
+    """
+    out = []
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char < " " or char == "\x7f":
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _refuse_nul(value: object, where: str) -> None:
+    """No string anywhere in a spec may hold a NUL byte: commands, paths and the environment cannot carry one."""
+    if isinstance(value, str):
+        if "\0" in value:
+            raise SpecError(f"{where}: contains a NUL byte")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if "\0" in key:
+                raise SpecError(f"{where or 'spec'}: a key contains a NUL byte")
+            _refuse_nul(item, path)
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            _refuse_nul(item, f"{where}[{n}]")
+
+
+def _check_cwd(cwd: str | None, where: str) -> None:
+    """A task runs inside the repository (or its worktree): no absolute path, no way out through `..`."""
+    if cwd is None:
+        return
+    if posixpath.isabs(cwd):
+        raise SpecError(f"{where}: must be a path relative to the repository, got {cwd!r}")
+    normal = posixpath.normpath(cwd)
+    if normal == ".." or normal.startswith("../"):
+        raise SpecError(f"{where}: {cwd!r} leads out of the repository")
+
+
+def _check_env(env: dict[str, str], where: str) -> None:
+    for name in env:
+        if not name or "=" in name:
+            raise SpecError(f"{where}: invalid variable name {name!r}")
 
 
 def _validation_message(exc: msgspec.ValidationError) -> str:
@@ -130,6 +184,7 @@ def parse_spec(text: str, adapters: Collection[str] | AdapterFacts, source: str 
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: invalid TOML: {exc}") from None
+    _refuse_nul(data, "")
     try:
         raw = msgspec.convert(data, _RawSpec)
     except msgspec.ValidationError as exc:
@@ -194,6 +249,8 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
         if auditor is not None and auditor not in adapters:
             raise SpecError(f"{where}.auditor: unknown adapter {auditor!r}")
         timeout = defaults.timeout if task.timeout is None else parse_duration(task.timeout, f"{where}.timeout")
+        _check_cwd(task.cwd, f"{where}.cwd")
+        _check_env(task.env, f"{where}.env")
         max_attempts = defaults.max_attempts if task.max_attempts is None else task.max_attempts
         specs.append(
             TaskSpec(
@@ -235,7 +292,7 @@ def _route(facts: AdapterFacts, needs: tuple[str, ...], where: str) -> str:
 def _budget(raw: _RawBudget | None) -> Budget | None:
     if raw is None:
         return None
-    wall = None if raw.max_wall is None else parse_duration(raw.max_wall, "budget.max_wall")
+    wall = None if raw.max_wall is None else parse_duration(raw.max_wall, "budget.max_wall", MAX_WALL_SECONDS)
     return Budget(max_usd=raw.max_usd, max_tokens=raw.max_tokens, max_attempts=raw.max_attempts, max_wall=wall)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import time
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gitswarm.engine import hooks
 from gitswarm.engine.swarm import Swarm
-from tests.conftest import Result, cli, git, isolation_env, spec_text, swarm_refs
+from tests.conftest import Result, cli, commit_file, git, isolation_env, spec_text, swarm_refs
 
 GOOD = spec_text('id = "lint"\ncommand = "true"', 'id = "test"\ncommand = "true"\ndepends_on = ["lint"]')
 
@@ -56,6 +58,22 @@ def refused(repo: Path, *args: str) -> str:
     before = (swarm_refs(repo), all_refs(repo))
     message = assert_one_error_line(cli(repo, *args))
     assert (swarm_refs(repo), all_refs(repo)) == before, "a refused command wrote a ref"
+    return message
+
+
+def git_dir_files(repo: Path) -> dict[str, str]:
+    """Every file under .git with a digest of its content: compare before and after to prove nothing was written."""
+    root = repo / ".git"
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def refused_in_fresh_repo(repo: Path, *args: str) -> str:
+    """Refused as bad input, and .git (no index, no lock, no actor file) exactly as it was."""
+    before = git_dir_files(repo)
+    message = assert_one_error_line(cli(repo, *args))
+    after = git_dir_files(repo)
+    assert after == before, f"a refused command wrote under .git: {sorted(set(after) ^ set(before))}"
+    assert not (repo / ".git" / "gitswarm").exists()
     return message
 
 
@@ -166,6 +184,35 @@ SPECS: dict[str, tuple[str | bytes, str]] = {
     "zero_attempts": (spec_text('id = "a"\ncommand = "true"\nmax_attempts = 0'), "tasks[0].max_attempts: expected `int` >= 1"),
     "empty_goal": (spec_text('id = "a"\ncommand = "true"', goal=""), "goal: must not be empty"),
     "no_tasks": ('goal = "g"\ntasks = []\n', "tasks: a job needs at least one task"),
+    # NUL bytes: no command, path or environment can carry one (TOML writes one as \u0000).
+    "nul_command": (spec_text('id = "a"\ncommand = "true\\u0000x"'), "tasks[0].command: contains a NUL byte"),
+    "nul_argv": (spec_text('id = "a"\ncommand = ["echo", "x\\u0000"]'), "tasks[0].command[1]: contains a NUL byte"),
+    "nul_checks": (spec_text('id = "a"\ncommand = "true"\nchecks = ["ok", "\\u0000"]'), "tasks[0].checks[1]: contains a NUL byte"),
+    "nul_setup": (spec_text('id = "a"\ncommand = "true"\nsetup = "npm\\u0000"'), "tasks[0].setup: contains a NUL byte"),
+    "nul_default_setup": (spec_text('id = "a"\ncommand = "true"', defaults='setup = "\\u0000"'), "defaults.setup: contains a NUL byte"),
+    "nul_env_value": (spec_text('id = "a"\ncommand = "true"\nenv = { A = "\\u0000" }'), "tasks[0].env.A: contains a NUL byte"),
+    "nul_env_key": (spec_text('id = "a"\ncommand = "true"\nenv = { "A\\u0000" = "1" }'), "tasks[0].env: a key contains a NUL byte"),
+    "nul_cwd": (spec_text('id = "a"\ncommand = "true"\ncwd = "src\\u0000"'), "tasks[0].cwd: contains a NUL byte"),
+    "nul_prompt": (spec_text('id = "a"\nadapter = "claude-code"\nprompt = "fix\\u0000it"'), "tasks[0].prompt: contains a NUL byte"),
+    "nul_goal": (spec_text('id = "a"\ncommand = "true"', goal="g\\u0000"), "goal: contains a NUL byte"),
+    "env_name_with_equals": (spec_text('id = "a"\ncommand = "true"\nenv = { "A=B" = "1" }'), "tasks[0].env: invalid variable name 'A=B'"),
+    "env_empty_name": (spec_text('id = "a"\ncommand = "true"\nenv = { "" = "1" }'), "tasks[0].env: invalid variable name ''"),
+    # A task runs inside the repository.
+    "cwd_absolute": (spec_text('id = "a"\ncommand = "true"\ncwd = "/etc"'), "tasks[0].cwd: must be a path relative to the repository"),
+    "cwd_dotdot": (spec_text('id = "a"\ncommand = "true"\ncwd = ".."'), "tasks[0].cwd: '..' leads out of the repository"),
+    "cwd_escapes": (spec_text('id = "a"\ncommand = "true"\ncwd = "src/../../x"'), "tasks[0].cwd: 'src/../../x' leads out"),
+    # Every number a spec carries is finite and bounded.
+    "huge_timeout": (spec_text('id = "a"\ncommand = "true"\ntimeout = 1e308'), "tasks[0].timeout: duration must be at most 7 days"),
+    "long_timeout": (spec_text('id = "a"\ncommand = "true"\ntimeout = "169h"'), "tasks[0].timeout: duration must be at most 7 days"),
+    "huge_default_timeout": (spec_text('id = "a"\ncommand = "true"', defaults="timeout = 1e308"), "defaults.timeout: duration must be at most"),
+    "nan_default_timeout": (spec_text('id = "a"\ncommand = "true"', defaults="timeout = nan"), "defaults.timeout: duration must be finite"),
+    "inf_max_wall": ('goal = "g"\n[budget]\nmax_wall = inf\n[[tasks]]\nid = "a"\ncommand = "x"\n', "budget.max_wall: duration must be finite"),
+    "huge_max_wall": ('goal = "g"\n[budget]\nmax_wall = 1e308\n[[tasks]]\nid = "a"\ncommand = "x"\n', "budget.max_wall: duration must be at most 365 days"),
+    "nan_max_usd": ('goal = "g"\n[budget]\nmax_usd = nan\n[[tasks]]\nid = "a"\ncommand = "x"\n', "budget.max_usd: "),
+    "inf_max_usd": ('goal = "g"\n[budget]\nmax_usd = inf\n[[tasks]]\nid = "a"\ncommand = "x"\n', "budget.max_usd: "),
+    "float_priority": (spec_text('id = "a"\ncommand = "true"\npriority = nan'), "tasks[0].priority: "),
+    "huge_repair_rounds": (spec_text('id = "a"\ncommand = "true"\nrepair_rounds = 1000000'), "tasks[0].repair_rounds: "),
+    "huge_budget_tokens": ('goal = "g"\n[budget]\nmax_tokens = 1e400\n[[tasks]]\nid = "a"\ncommand = "x"\n', "budget.max_tokens: "),
 }
 
 
@@ -215,6 +262,54 @@ def test_non_finite_timeout_is_bad_input(repo: Path, value: str) -> None:
     write_spec(repo, spec_text(f'id = "a"\ncommand = "true"\ntimeout = {value}'))
     refused(repo, "submit", "job.toml")
     assert swarm_refs(repo) == ""
+
+
+# -- worker options: NaN, infinities and absurd sizes ---------------------------------
+
+WORKER_OPTIONS = [
+    (("run", "job.toml", "--lease", "nan"), "--lease: must be a finite number of seconds, got nan"),
+    (("run", "job.toml", "--lease", "inf"), "--lease: must be a finite number of seconds, got inf"),
+    (("run", "job.toml", "--lease", "-inf"), "--lease: must be a finite number of seconds, got -inf"),
+    (("run", "job.toml", "--lease", "0.01"), "--lease: must be between 1 and 86400 seconds"),
+    (("run", "job.toml", "--lease", "1e9"), "--lease: must be between 1 and 86400 seconds"),
+    (("run", "job.toml", "-j", "100000"), "-j: must be at most 256"),
+    (("run", "job.toml", "--output-cap", "-1"), "--output-cap: must be between 1024 and 1073741824 bytes"),
+    (("run", "job.toml", "--output-cap", "0"), "--output-cap: must be between 1024 and 1073741824 bytes"),
+    (("run", "job.toml", "--output-cap", str(10**15)), "--output-cap: must be between 1024 and 1073741824 bytes"),
+    (("work", "--until-idle", "--lease", "nan"), "--lease: must be a finite number of seconds, got nan"),
+    (("work", "--until-idle", "-j", "100000"), "-j: must be at most 256"),
+    (("work", "--job", "zzz", "--output-cap", "-5"), "--output-cap: must be between 1024 and 1073741824 bytes"),
+    (("delegate", "fix it", "--adapter", "shell", "--lease", "nan"), "--lease: must be a finite number of seconds, got nan"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), WORKER_OPTIONS, ids=[" ".join(a) for a, _ in WORKER_OPTIONS])
+def test_worker_option_out_of_bounds_writes_nothing(repo: Path, args: tuple[str, ...], expected: str) -> None:
+    write_spec(repo, GOOD)
+    assert refused_in_fresh_repo(repo, *args) == expected
+
+
+# -- the post-commit hook's spec ------------------------------------------------------
+
+BRANCHES = ['we"ird', "back\\slash", "new\nline", 'x"\n[[tasks]]\nid = "evil"\ncommand = "touch pwned"\n#']
+
+
+@pytest.mark.parametrize("branch", BRANCHES, ids=["quote", "backslash", "newline", "injection"])
+def test_post_commit_quotes_the_branch_name(repo: Path, branch: str) -> None:
+    """The branch comes from the shim's arguments: whatever it holds, it stays the goal's text."""
+    commit = commit_file(repo, ".gitswarm.toml", '[hooks]\naudit_branches = ["*"]\n')
+    swarm = Swarm(repo)
+    try:
+        job = hooks.post_commit(swarm, commit, branch)
+    finally:
+        swarm.close()
+    assert job is not None
+    shown = cli(repo, "--json", "status", job).json()
+    assert shown["goal"] == f"audit {commit[:12]} on {branch}"
+    assert [t["id"] for t in shown["tasks"]] == ["audit"]
+    record = cli(repo, "--json", "log", job).json()["events"][0]["record"]
+    assert record["tasks"][0]["command"] == ["gitswarm", "audit", commit]
+    assert not (repo / "pwned").exists()
 
 
 # -- ids with / or .. -----------------------------------------------------------------

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gitswarm.model.errors import BadInput, SpecError
 from gitswarm.model.records import Defaults, TaskSpec
-from gitswarm.model.spec import JobSpec, parse_duration, parse_spec
+from gitswarm.model.spec import JobSpec, parse_duration, parse_spec, toml_string
 from tests.conftest import spec_text
 
 ADAPTERS = ("shell", "agent")
@@ -290,3 +294,15 @@ def test_max_attempts_below_one(value: str) -> None:
 def test_default_max_attempts_zero() -> None:
     assert refusal(spec_text('id = "a"\ncommand = "x"', defaults="max_attempts = 0")) == "defaults.max_attempts: expected `int` >= 1"
 
+
+
+@given(st.text())
+def test_toml_string_round_trips_any_text(text: str) -> None:
+    assert tomllib.loads(f"k = {toml_string(text)}\n") == {"k": text}
+
+
+@pytest.mark.parametrize("value", [604800.001, "168h1s", 1e308])
+def test_duration_past_seven_days(value: float | str) -> None:
+    with pytest.raises(SpecError, match="at most 7 days"):
+        parse_duration(value, "timeout")
+    assert parse_duration("168h", "timeout") == 604800.0
