@@ -127,12 +127,17 @@ def commit_file(repo: Path, name: str, text: str, message: str = "change") -> st
     return rev(repo)
 
 
+def swarm_note_lines(repo: Path, commit: str) -> list[dict]:
+    """Every record line of COMMIT's note under refs/notes/swarm, decoded as stored; [] when it has none."""
+    out = subprocess.run(["git", "notes", "--ref=swarm", "show", commit], cwd=repo, check=False, capture_output=True, text=True)
+    return [json.loads(line) for line in out.stdout.splitlines()] if out.returncode == 0 else []
+
+
 def swarm_note(repo: Path, commit: str) -> list[dict]:
-    """The records of COMMIT's note under refs/notes/swarm, decoded, oldest first; [] when it has none.
+    """The verdicts of COMMIT's note, oldest first (seals left out); [] when it has none.
 
     (The note keeps its lines sorted as text, so they are put back in time order here.)"""
-    out = subprocess.run(["git", "notes", "--ref=swarm", "show", commit], cwd=repo, check=False, capture_output=True, text=True)
-    lines = [json.loads(line) for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    lines = [n for n in swarm_note_lines(repo, commit) if n.get("kind") == "verdict"]
     return sorted(lines, key=lambda n: n["created"])
 
 

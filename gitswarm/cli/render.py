@@ -44,11 +44,14 @@ def job(data: dict) -> str:
 
 def reviews(found: dict[str, list[dict]]) -> str:
     rows = [
-        (commit[:12], "accepted" if v["accepted"] else "rejected", v["verdict"], v["reviewer"], v["note"] or "")
+        (
+            commit[:12], "accepted" if v["accepted"] else "rejected", v["verdict"], v["reviewer"],
+            v["provenance"] if v["counted"] else f"NOT COUNTED ({v['provenance']})", v["note"] or "",
+        )
         for commit, verdicts in found.items()
         for v in verdicts
     ]
-    return table(("COMMIT", "VERDICT", "DETAIL", "REVIEWER", "NOTE"), rows) if rows else "none"
+    return table(("COMMIT", "VERDICT", "DETAIL", "REVIEWER", "PROVENANCE", "NOTE"), rows) if rows else "none"
 
 
 def show(data: dict) -> str:

@@ -52,7 +52,10 @@ def hooks_install(ctx: typer.Context) -> None:
     from gitswarm.engine import hooks  # deferred: see the note in app.py
 
     c = _ctx(ctx)
-    c.output.result(hooks.install(c.swarm()), _hooks_text)
+    data = hooks.install(c.swarm())
+    for warning in data["warnings"]:
+        c.output.info(f"gitswarm: warning: {warning}")
+    c.output.result(data, _hooks_text)
 
 
 @hooks_app.command("uninstall")

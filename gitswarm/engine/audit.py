@@ -17,14 +17,13 @@ from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config
 from gitswarm.engine.patches import _store, find_patch, run_plain, worktrees_of
 from gitswarm.engine.swarm import Swarm, verdict_view
+from gitswarm.engine.verify import nothing_to_check
 from gitswarm.engine.verify import verify
-from gitswarm.model import codec
 from gitswarm.model.artifacts import BlobRef, Patch, Verdict
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.spec import parse_duration
 from gitswarm.store.gitcli import git
-from gitswarm.store.notes import add_note_line, read_note
 
 AUDIT = "audit"
 
@@ -42,6 +41,8 @@ def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, audi
     config = load_config(swarm.repo.workdir).audit
     commands = tuple(checks if checks else config.checks)
     auditor_name = auditor or config.auditor
+    if not commands and not auditor_name:
+        raise BadInput(nothing_to_check("audit"))
     reviewer = repo_registry(swarm.repo.workdir).get(auditor_name) if auditor_name else None
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     parent = swarm.repo.commit_info(commit).parents
@@ -89,16 +90,18 @@ def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> 
         status="complete" if accept else "incomplete", integrity="clean", contract="aligned" if accept else "needs_revision",
         accepted=accept, reviewer=who, evidence={"note": note} if note else {},
     )
-    add_note_line(swarm.repo, commit, codec.encode(verdict), ("gitswarm", "gitswarm@localhost"), swarm.clock())
-    return {"commit": commit, "reviewer": who, "accepted": accept, "note": note}
+    notes = swarm.verdict_notes()
+    notes.add(verdict, swarm.clock())
+    return {"commit": commit, "reviewer": who, "accepted": accept, "note": note, "signed": notes.config.key is not None}
 
 
 def verdicts_on(swarm: Swarm, commit: str) -> list[dict]:
-    """Every verdict in the note on `commit` (gitswarm's, agents', people's), oldest first."""
-    return sorted((v for v in map(verdict_view, read_note(swarm.repo, commit)) if v), key=lambda v: v["created"])
+    """Every verdict in the note on `commit` (gitswarm's, agents', people's), oldest first, with its provenance."""
+    return [verdict_view(w) for w in swarm.verdict_notes().weigh(commit)]
 
 
 def accepted_on(swarm: Swarm, commit: str) -> bool:
-    """Whether the latest verdict noted on `commit` (an audit's, an agent's or a person's) accepts it."""
-    verdicts = verdicts_on(swarm, commit)
-    return bool(verdicts) and verdicts[-1]["accepted"]
+    """Whether the deciding verdict on `commit` accepts it: the latest one that counts here
+    (made by this clone or signed by an allowed key); uncounted verdicts never decide."""
+    found = swarm.verdict_notes().deciding(commit)
+    return found is not None and found.verdict.accepted

@@ -79,6 +79,9 @@ class Delegation:
                 sha256=captured.sha256,
                 files=captured.files,
             )
+            if not spec.checks and self.auditor is None:
+                # Nothing to check: the patch stands unverified (no verdict of nothing is recorded).
+                return Outcome(ok=True, artifacts=[*artifacts, patch])
             verification = verify(
                 self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor
             )

@@ -18,6 +18,7 @@ from pathlib import Path
 from gitswarm.engine.audit import accepted_on
 from gitswarm.engine.config import load_config
 from gitswarm.engine.swarm import Swarm
+from gitswarm.engine.verify import nothing_to_check
 from gitswarm.model.errors import BadInput
 from gitswarm.model.spec import toml_string
 from gitswarm.store.gitcli import git
@@ -73,7 +74,9 @@ def install(swarm: Swarm) -> dict:
             done[name] = "installed"
         target.write_text(_shim(name))
         target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return {"hooks_dir": str(directory), "hooks": done}
+    audit = load_config(swarm.repo.workdir).audit
+    warnings = [] if audit.checks or audit.auditor else [nothing_to_check("the post-commit audits")]
+    return {"hooks_dir": str(directory), "hooks": done, "warnings": warnings}
 
 
 def uninstall(swarm: Swarm) -> dict:

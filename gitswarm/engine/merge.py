@@ -20,11 +20,11 @@ from typing import Iterator, Literal
 
 from gitswarm.adapters.base import BlobWriter, RunContext, Runner
 from gitswarm.engine.verify import clean_checkout, drop_checkout, run_checks
-from gitswarm.model.artifacts import Decision, Patch, Verdict
+from gitswarm.model.artifacts import Decision, Patch
 from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
+from gitswarm.model.provenance import Weighed, accepted_by_gitswarm, deciding
 from gitswarm.store.gitcli import GitCommandError, git
 from gitswarm.store.gitrepo import GitRepo
-from gitswarm.store.jobs import Snapshot
 
 Mode = Literal["merge", "squash", "rebase"]
 WHO = ("gitswarm", "gitswarm@localhost")
@@ -40,14 +40,12 @@ class MergePlan:
     fast_forward: bool
 
 
-def accepted_verdict(snapshot: Snapshot, task_id: str, patch: Patch) -> Verdict | None:
-    """The latest accepted verdict that judged exactly this patch's head."""
-    found = None
-    for artifact_id in snapshot.task(task_id).artifacts:
-        artifact = snapshot.artifact(artifact_id)
-        if isinstance(artifact, Verdict) and artifact.head == patch.head:
-            found = artifact
-    return found if found is not None and found.accepted else None
+def mergeable(weighed: list[Weighed], patch_id: str) -> bool:
+    """A head merges only when the verdict that decides here accepts it and gitswarm's own
+    checks, counted here, accepted this very patch. Uncounted verdicts (forged, unsigned,
+    signed by a key not allowed) play no part."""
+    decider = deciding(weighed)
+    return decider is not None and decider.verdict.accepted and accepted_by_gitswarm(weighed, patch_id)
 
 
 @contextmanager

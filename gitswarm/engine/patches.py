@@ -12,11 +12,11 @@ from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.merge import (
     ConflictError,
     Mode,
-    accepted_verdict,
     apply_merge,
     conflict_decision,
     merge_lock,
     merged_decision,
+    mergeable,
     plan_merge,
     recheck,
     target_worktree,
@@ -25,6 +25,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.verify import verify
 from gitswarm.model.artifacts import BlobRef, Decision, Patch
 from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.model.ids import check_branch_ref
 from gitswarm.store.gitcli import git
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.trust import Trust
@@ -101,14 +102,20 @@ def verify_now(swarm: Swarm, prefix: str) -> dict:
 
 def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: bool, repair: bool = False) -> dict:
     patch_id, patch, snapshot = find_patch(swarm, prefix)
-    if accepted_verdict(snapshot, patch.task, patch) is None:
-        raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]}; run gitswarm verify")
+    target = merge_target(swarm, snapshot, into)
+    require_commits(swarm, patch_id, patch)
+    weighed = swarm.verdict_notes().weigh(patch.head)
+    if not mergeable(weighed, patch_id):
+        if any(w.counted for w in weighed):
+            raise WorkFailed(
+                f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]} that counts here; run gitswarm verify"
+            )
+        # No verdict counts here (none, or only unsigned ones / unknown signers): verify here first.
+        refuse_untrusted(swarm, patch.job, "merge (no verdict that counts here, so it must be verified here)")
+        if not verify_now(swarm, patch_id)["accepted"]:
+            raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification here rejected its head {patch.head[:12]}; nothing merged")
     if not no_recheck:
         refuse_untrusted(swarm, patch.job, "merge")
-    require_commits(swarm, patch_id, patch)
-    target = f"refs/heads/{into}" if into else (snapshot.job.base_ref or swarm.repo.head_branch())
-    if target is None:
-        raise BadInput("no branch to merge into: pass --into BRANCH")
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     with merge_lock(swarm.repo.common_dir):
         checked_out = target_worktree(repo_dir, target)
@@ -136,6 +143,19 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         apply_merge(swarm.repo, repo_dir, plan, checked_out)
     swarm.ledger.record_artifacts(patch.job, patch.task, [merged_decision(plan, swarm.clock())], swarm.clock())
     return {"patch": patch_id, "into": target.removeprefix("refs/heads/"), "old": plan.old, "new": plan.new, "fast_forward": plan.fast_forward}
+
+
+def merge_target(swarm: Swarm, snapshot: Snapshot, into: str | None) -> str:
+    """The branch a merge moves: --into, else the branch the job started from, else the checked-out one.
+    Only ever a branch: a pulled job's base_ref may name anything."""
+    if into is not None:
+        return check_branch_ref(f"refs/heads/{into}", "--into")
+    if snapshot.job.base_ref is not None:
+        return check_branch_ref(snapshot.job.base_ref, f"job {snapshot.job_id} base_ref")
+    target = swarm.repo.head_branch()
+    if target is None:
+        raise BadInput("no branch to merge into: pass --into BRANCH")
+    return target
 
 
 def queue_repair(swarm: Swarm, snapshot: Snapshot, patch: Patch, target: str, paths: list[str]) -> str:

@@ -15,15 +15,16 @@ from gitswarm.adapters.names import adapter_names, spec_dirs
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config
 from gitswarm.model import codec
-from gitswarm.model.artifacts import Verdict, describe
-from gitswarm.model.errors import BadInput, CorruptRecord, NotFound
+from gitswarm.model.artifacts import describe
+from gitswarm.model.provenance import Weighed
+from gitswarm.model.errors import BadInput, NotFound
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
 from gitswarm.model.spec import AdapterFacts, parse_spec
-from gitswarm.store.git import open_repo
+from gitswarm.store.git import GitRepo, open_repo
 from gitswarm.store.gitcli import git
 from gitswarm.store.index import Index
-from gitswarm.store.notes import read_note
+from gitswarm.store.verdicts import VerdictNotes
 from gitswarm.store.jobs import JobRefs
 from gitswarm.store.ledger import Ledger
 
@@ -47,18 +48,45 @@ def load_actor(common_dir: Path) -> str:
     return actor
 
 
-class Swarm:
-    """gitswarm on one repository: the refs, the index and the ledger over both."""
+class _LazyActorRefs(JobRefs):
+    """JobRefs whose actor id is read, or created, when an operation first needs it: opening
+    a repository to read it writes no actor file."""
 
-    def __init__(self, path: str | os.PathLike[str] = ".", clock: Clock = time.time) -> None:
+    def __init__(self, repo: GitRepo) -> None:
+        self._actor = ""
+        super().__init__(repo, "")
+
+    @property
+    def actor(self) -> str:
+        if not self._actor:
+            self._actor = load_actor(self.repo.common_dir)
+        return self._actor
+
+    @actor.setter
+    def actor(self, value: str) -> None:
+        self._actor = value
+
+
+class Swarm:
+    """gitswarm on one repository: the refs, the index and the ledger over both.
+
+    `create=False` is for commands that only read: with no index on disk yet,
+    one is built in memory from the refs, so that they write nothing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ".", clock: Clock = time.time, create: bool = True) -> None:
         self.repo = open_repo(path)
         self.clock = clock
-        self.actor = load_actor(self.repo.common_dir)
-        self.index = Index(self.repo.common_dir)
-        self.refs = JobRefs(self.repo, self.actor)
+        self.index = Index(self.repo.common_dir, create=create)
+        self.refs = _LazyActorRefs(self.repo)
         self.ledger = Ledger(self.refs, self.index)
         self.notices: list[str] = []  # things the user should know that are not errors
         self.index.refresh(self.refs)
+
+    @property
+    def actor(self) -> str:
+        """This clone's actor id (created on first use)."""
+        return self.refs.actor
 
     def close(self) -> None:
         self.index.close()
@@ -169,8 +197,12 @@ class Swarm:
         found: dict[str, list[dict]] = {}
         for patch_id in patches:
             head = snapshot.artifact(patch_id).head
-            found[head] = sorted((v for v in map(verdict_view, read_note(self.repo, head)) if v), key=lambda v: v["created"])
+            found[head] = [verdict_view(w) for w in self.verdict_notes().weigh(head)]
         return found
+
+    def verdict_notes(self) -> VerdictNotes:
+        """The verdicts noted on commits, weighed as this clone sees them."""
+        return VerdictNotes(self.repo, self.repo.workdir or self.repo.common_dir)
 
     def show(self, job: str) -> dict:
         """The job's summary once it has one; until then its tasks and artifacts."""
@@ -247,16 +279,17 @@ def _changed(tasks: dict) -> dict[str, str]:
     return {task_id: task.state.value for task_id, task in sorted(tasks.items())}
 
 
-def verdict_view(line: bytes) -> dict | None:
-    try:
-        verdict = codec.decode(line, Verdict, "note")
-    except CorruptRecord:
-        return None  # a line some other tool wrote
+def verdict_view(weighed: Weighed) -> dict:
+    """A verdict as `status`, `show` and `audit` print it: what it says, and whether it counts here."""
+    verdict = weighed.verdict
     return {
+        "id": weighed.id,
         "reviewer": verdict.reviewer,
         "producer": verdict.producer,
         "accepted": verdict.accepted,
         "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
         "created": verdict.created,
         "note": verdict.evidence.get("note"),
+        "provenance": weighed.provenance,
+        "counted": weighed.counted,
     }

@@ -16,14 +16,14 @@ from pathlib import Path
 
 from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, execute
 from gitswarm.adapters.shell import ShellAdapter
-from gitswarm.model import codec
+from gitswarm.model.errors import BadInput
 from gitswarm.model.artifacts import Check, Patch, Verdict, artifact_id
 from gitswarm.model.ids import new_id
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.verdict import Judgement, combine, from_checks, parse_auditor
 from gitswarm.store.gitcli import git
 from gitswarm.store.gitrepo import GitRepo
-from gitswarm.store.notes import add_note_line
+from gitswarm.store.verdicts import VerdictNotes
 
 AUDIT_PROMPT = """You are reviewing a patch made by another agent. Do not edit anything.
 
@@ -74,6 +74,14 @@ def run_checks(
     return checks
 
 
+def nothing_to_check(doing: str) -> str:
+    """Why a verdict cannot be had: nothing would be checked, and an acceptance of nothing is worthless."""
+    return (
+        f"{doing}: nothing to check: configure checks ([audit] checks in .gitswarm.toml, or --check) "
+        "or an auditor ([audit] auditor, or --adapter)"
+    )
+
+
 def verify(
     repo: GitRepo,
     repo_dir: Path,
@@ -86,14 +94,18 @@ def verify(
     now: Callable[[], float],
     auditor: Adapter | None = None,
 ) -> Verification:
+    if not spec.checks and auditor is None:
+        raise BadInput(nothing_to_check(f"verify {patch.head[:12]}"))
     checkout = clean_checkout(repo_dir, root, patch.head)
     try:
         checks = run_checks(spec.checks, checkout, ctx, spec.timeout, run, store, now)
         judgement = from_checks({_shown(c): c.passed for c in checks})
         reviewer = "checks"
         if auditor is not None:
-            judgement = combine(judgement, _audit(auditor, repo, patch, spec, ctx, checkout, run, store, now))
-            reviewer = f"checks+{auditor.name}"
+            said = _audit(auditor, repo, patch, spec, ctx, checkout, run, store, now)
+            # With no checks the auditor alone judges; with both, both must accept.
+            judgement = combine(judgement, said) if checks else said
+            reviewer = f"checks+{auditor.name}" if checks else auditor.name
     finally:
         drop_checkout(repo_dir, checkout)
     verdict = Verdict(
@@ -112,7 +124,7 @@ def verify(
         checks=tuple(artifact_id(c) for c in checks),
         patch=artifact_id(patch),
     )
-    add_note_line(repo, patch.head, codec.encode(verdict), ("gitswarm", "gitswarm@localhost"), now())
+    VerdictNotes(repo, repo_dir).add(verdict, now())
     return Verification(checks, verdict)
 
 

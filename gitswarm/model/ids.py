@@ -80,3 +80,30 @@ def split_task_ref(ref: str) -> tuple[str | None, str]:
     if "/" in task:
         raise BadInput(f"invalid task reference {ref!r} (want JOB/TASK)")
     return check_prefix(job, "job"), check_task_id(task)
+
+
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def check_branch_ref(ref: str, where: str = "branch") -> str:
+    """A full branch name, `refs/heads/<name>`, that git's check-ref-format accepts.
+
+    Only branches: a merge moves nothing else (never a job's state ref, a tag
+    or a note), whatever a pulled record names.
+    """
+    name = ref.removeprefix("refs/heads/")
+    parts = name.split("/")
+    bad = (
+        not ref.startswith("refs/heads/")
+        or not name
+        or len(ref) > 255
+        or _REF_FORBIDDEN.search(name) is not None
+        or ".." in name
+        or "@{" in name
+        or name == "@"
+        or name.endswith((".", "/"))
+        or any(not part or part.startswith(".") or part.endswith(".lock") for part in parts)
+    )
+    if bad:
+        raise BadInput(f"{where}: {ref!r} is not a branch (want refs/heads/<name>, a valid git branch name)")
+    return ref

@@ -37,8 +37,8 @@ class Judgement:
 
 def from_checks(results: dict[str, bool]) -> Judgement:
     """The verdict of the checks alone: command -> passed."""
-    if not results:
-        return Judgement("complete", "clean", "aligned", {"checks": "no checks configured"})
+    if not results:  # nothing was checked: never an acceptance
+        return Judgement("complete", "clean", "unknown", {"checks": "no checks ran"})
     failed = [command for command, passed in results.items() if not passed]
     evidence = {command: "passed" if passed else "failed" for command, passed in results.items()}
     if failed:

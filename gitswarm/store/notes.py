@@ -38,7 +38,12 @@ def read_note(repo: GitRepo, commit: str) -> list[bytes]:
 
 def add_note_line(repo: GitRepo, commit: str, line: bytes, who: tuple[str, str], now: float) -> None:
     """Add one record line to the note on `commit` (kept sorted and unique), by CAS on the notes ref."""
-    if b"\n" in line:
+    add_note_lines(repo, commit, [line], who, now)
+
+
+def add_note_lines(repo: GitRepo, commit: str, new_lines: list[bytes], who: tuple[str, str], now: float) -> None:
+    """Add record lines to the note on `commit` in one notes commit (kept sorted and unique), by CAS."""
+    if any(b"\n" in line for line in new_lines):
         raise ValueError("a note record must be one line")
     deadline = time.monotonic() + GIVE_UP_SECONDS
     delay = 0.001
@@ -48,10 +53,10 @@ def add_note_line(repo: GitRepo, commit: str, line: bytes, who: tuple[str, str],
         path = _note_path(repo, tree, commit) if tree else commit
         existing = repo.tree_entry(tree, path) if tree else None
         lines = set(repo.read_blob(existing).splitlines()) if existing else set()
-        if line in lines:
+        if lines.issuperset(new_lines):
             return  # already there (a retry after a write that did land): adding is idempotent
         lines.discard(b"")
-        lines.add(line)
+        lines.update(new_lines)
         blob = repo.write_blob(b"\n".join(sorted(lines)) + b"\n")
         new_tree = repo.update_tree(tree, {path: blob})
         new_tip = repo.commit(new_tree, [tip] if tip else [], f"gitswarm: note on {commit}\n", who, now)

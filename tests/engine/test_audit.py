@@ -213,13 +213,14 @@ def test_a_malformed_configuration_is_a_usage_error(repo: Path, where: str, text
         assert notes_ref(repo) == refs and tree_state(repo) == before
 
 
-def test_no_checks_configured_still_gives_a_verdict(repo: Path) -> None:
-    """No checks at all: nothing to fail, accepted (exit 0), but noted, so it is on record."""
+def test_no_checks_and_no_auditor_is_a_usage_error_and_records_nothing(repo: Path) -> None:
+    """Nothing to check: an acceptance of nothing would let the pre-push gate pass anything."""
+    before = notes_ref(repo)
     result = audit(repo)
-    out = result.json()
-    assert out["checks"] == []
-    assert (result.code == 0) == out["accepted"]
-    assert [n["accepted"] for n in swarm_note(repo, rev(repo))] == [out["accepted"]]
+    assert result.code == 2
+    line = one_error_line(result)
+    assert "nothing to check" in line and "[audit] checks" in line and "--check" in line
+    assert notes_ref(repo) == before and swarm_note(repo, rev(repo)) == []
 
 
 # -- review of a commit --------------------------------------------------------------------
@@ -232,7 +233,7 @@ def test_review_of_a_commit_adds_the_persons_verdict(repo: Path, monkeypatch: py
 
     accepted = cli(repo, "--json", "review", first, "--accept", "--note", "lgtm")
     assert accepted.code == 0, accepted.err
-    assert accepted.json() == {"commit": first, "reviewer": AUTHOR, "accepted": True, "note": "lgtm"}
+    assert accepted.json() == {"commit": first, "reviewer": AUTHOR, "accepted": True, "note": "lgtm", "signed": False}
     (line,) = swarm_note(repo, first)
     assert line["kind"] == "verdict" and line["head"] == first
     assert line["accepted"] is True and line["reviewer"] == AUTHOR and line["producer"] == "person"
@@ -311,7 +312,7 @@ def test_review_of_a_patch_notes_its_head_and_shows_in_status_and_show(project: 
 
     reviewed = cli(project, "--json", "review", patch_id[:12], "--accept", "--note", "lgtm")
     assert reviewed.code == 0, reviewed.err
-    assert reviewed.json() == {"commit": head, "reviewer": AUTHOR, "accepted": True, "note": "lgtm"}
+    assert reviewed.json() == {"commit": head, "reviewer": AUTHOR, "accepted": True, "note": "lgtm", "signed": False}
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Skeptic")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "skeptic@example.com")
     assert cli(project, "--json", "review", patch_id, "--reject", "--note", "needs docs").code == 0

@@ -105,6 +105,11 @@ def state(repo: Path) -> dict:
 
 
 def note(repo: Path, commit: str) -> list[dict]:
+    """The verdict lines of COMMIT's swarm note (each verdict made here has a seal line beside it)."""
+    return [n for n in note_lines(repo, commit) if n["kind"] == "verdict"]
+
+
+def note_lines(repo: Path, commit: str) -> list[dict]:
     out = subprocess.run(["git", "notes", "--ref=swarm", "show", commit], cwd=repo, capture_output=True, text=True)
     return [json.loads(line) for line in out.stdout.splitlines()] if out.returncode == 0 else []
 
@@ -145,7 +150,7 @@ def test_delegate_verify_merge_moves_main_and_updates_the_checked_out_tree(proje
     (_, verdict), = d.of(Verdict)
     assert verdict.accepted and verdict.head == patch.head and verdict.reviewer == "checks"
     assert (verdict.status, verdict.integrity, verdict.contract) == ("complete", "clean", "aligned")
-    assert [n["kind"] for n in note(project, patch.head)] == ["verdict"]
+    assert sorted(n["kind"] for n in note_lines(project, patch.head)) == ["seal", "verdict"]
     assert note(project, patch.head)[0]["accepted"] is True
     assert d.data["summary"]["patches"][0]["verified"] is True
 

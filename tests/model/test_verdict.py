@@ -145,10 +145,11 @@ def test_arbitrary_text_never_yields_acceptance_without_full_evidence(text: str)
 # -- from_checks -----------------------------------------------------------------------------
 
 
-def test_from_checks_with_no_checks_is_accepted_and_says_so() -> None:
+def test_from_checks_with_no_checks_is_never_an_acceptance() -> None:
+    """Nothing checked is nothing accepted: an acceptance of nothing would let any gate pass anything."""
     j = from_checks({})
-    assert j.accepted and j.malformed is None
-    assert j.evidence == {"checks": "no checks configured"}
+    assert not j.accepted and j.malformed is None
+    assert j.evidence == {"checks": "no checks ran"}
 
 
 def test_from_checks_all_passing_is_accepted() -> None:
