@@ -98,7 +98,7 @@ def submit(ctx: typer.Context, spec: Annotated[Path, typer.Argument(help="Job sp
 def status(ctx: typer.Context, job: Annotated[Optional[str], typer.Argument(help="Job id or prefix.")] = None) -> None:
     """List jobs, or one job's tasks."""
     c = _ctx(ctx)
-    swarm = c.swarm()
+    swarm = c.swarm(create=False)
     if job is None:
         for message in sorted(map(str, swarm.index.invalid.values())):
             c.output.info(f"gitswarm: skipping a job: {message}")
@@ -110,7 +110,7 @@ def status(ctx: typer.Context, job: Annotated[Optional[str], typer.Argument(help
 def show(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
     """The stitched summary of a finished job; before that, its tasks and artifacts."""
     c = _ctx(ctx)
-    data = c.swarm().show(job)
+    data = c.swarm(create=False).show(job)
     if "summary" in data and not c.output.json_mode:
         print_markdown(data["summary"]["text"])
         return
@@ -202,21 +202,21 @@ def work(
 def log(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
     """The job's event history, oldest first."""
     c = _ctx(ctx)
-    c.output.result(c.swarm().log(job), render.log)
+    c.output.result(c.swarm(create=False).log(job), render.log)
 
 
 @app.command()
 def artifacts(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
     """List a job's artifacts."""
     c = _ctx(ctx)
-    c.output.result(c.swarm().artifacts(job), render.artifacts)
+    c.output.result(c.swarm(create=False).artifacts(job), render.artifacts)
 
 
 @app.command()
 def artifact(ctx: typer.Context, artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or prefix.")]) -> None:
     """Print one artifact record."""
     c = _ctx(ctx)
-    data = c.swarm().artifact(artifact_id)
+    data = c.swarm(create=False).artifact(artifact_id)
     c.output.json_mode = True
     c.output.result(data, str)
 
@@ -277,7 +277,7 @@ def diff(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH
     from gitswarm.engine import patches  # deferred: see the note at the imports
 
     c = _ctx(ctx)
-    data = patches.patch_diff(c.swarm(), patch)
+    data = patches.patch_diff(c.swarm(create=False), patch)
     sys.stdout.flush()
     sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(data.decode(errors="replace"))
 

@@ -16,8 +16,10 @@ class Context:
     output: Output
     path: Path
 
-    def swarm(self) -> Swarm:
-        return Swarm(self.path)
+    def swarm(self, create: bool = True) -> Swarm:
+        """The repository's Swarm; `create=False` for commands that only read (they write nothing,
+        not even the index, in a clone that has none yet)."""
+        return Swarm(self.path, create=create)
 
 
 def _ctx(ctx: typer.Context) -> Context:

@@ -21,8 +21,9 @@ from gitswarm.model.errors import BadInput, NotFound
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
 from gitswarm.model.spec import AdapterFacts, parse_spec
-from gitswarm.store.git import GitRepo, open_repo
+from gitswarm.store.git import open_repo
 from gitswarm.store.gitcli import git
+from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.index import Index
 from gitswarm.store.verdicts import VerdictNotes
 from gitswarm.store.jobs import JobRefs

@@ -134,15 +134,34 @@ def _task_row(job_id: str, task: Task) -> tuple:
 
 
 class Index:
-    """One connection to the index. Writers use `immediate()` for a short BEGIN IMMEDIATE transaction."""
+    """One connection to the index. Writers use `immediate()` for a short BEGIN IMMEDIATE transaction.
 
-    def __init__(self, common_dir: Path) -> None:
+    With `create=False` and no index on disk yet, it is built in memory from
+    the refs instead and nothing is written: read commands in a fresh clone
+    leave `.git` as it was. Leases live only in the index, so whatever takes
+    them opens it with `create=True`.
+    """
+
+    def __init__(self, common_dir: Path, create: bool = True) -> None:
         self.path = index_path(common_dir)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rebuilt = False
         self.invalid: dict[str, BadInput] = {}  # job id -> why its records cannot be read
+        self.in_memory = not create and not self.path.exists()
+        self._lock: int | None = None  # nobody else can reach an index in memory: no lock to queue on
+        if self.in_memory:
+            self.db = self._connect_memory()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = os.open(self.path.with_name("index.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.db = self._connect()
+
+    def _connect_memory(self) -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {INDEX_FORMAT}")
+        return db
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -190,12 +209,14 @@ class Index:
 
     def close(self) -> None:
         self.db.close()
-        os.close(self._lock)
+        if self._lock is not None:
+            os.close(self._lock)
 
     def destroy(self) -> None:
         """Close and delete the index files; the next Index() rebuilds from the refs."""
         self.close()
-        self._remove_files()
+        if not self.in_memory:
+            self._remove_files()
 
     @contextlib.contextmanager
     def immediate(self) -> Iterator[sqlite3.Connection]:
@@ -205,7 +226,8 @@ class Index:
         moment the lock is free, where SQLite's busy handler would sleep in
         steps of up to 100 ms. The lock dies with its process.
         """
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
         try:
             self.db.execute("BEGIN IMMEDIATE")
             try:
@@ -215,7 +237,8 @@ class Index:
                 raise
             self.db.execute("COMMIT")
         finally:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            if self._lock is not None:
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
 
     # -- keeping in step with the refs ------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -342,6 +343,41 @@ PATH_LIKE = [
 def test_path_like_ids_are_refused(shared: Shared, shared_repo: Path, command: str, target: str) -> None:
     message = refused(shared_repo, command, target.format(job=shared.first))
     assert "invalid " in message, message
+
+
+# -- read commands in a fresh repository: not even the index is created ---------------
+
+READ_COMMANDS = [
+    ("status", "a/b"),
+    ("status", "../x"),
+    ("show", "nosuchjob"),
+    ("show", "a/b"),
+    ("log", "..x"),
+    ("log", "zzzz"),
+    ("artifact", "zz"),
+    ("artifact", "../../etc"),
+    ("artifacts", "x"),
+    ("diff", "x"),
+    ("diff", "a/b"),
+]
+
+
+@pytest.mark.parametrize(("command", "target"), READ_COMMANDS)
+def test_read_command_with_bad_input_leaves_a_fresh_git_dir_as_it_was(repo: Path, command: str, target: str) -> None:
+    refused_in_fresh_repo(repo, command, target)
+
+
+def test_read_commands_without_an_index_read_the_refs_and_write_nothing(repo: Path) -> None:
+    job = submit(repo)
+    reads = [("--json", "status"), ("--json", "status", job), ("--json", "show", job), ("--json", "log", job), ("artifacts", job)]
+    with_index = [cli(repo, *args) for args in reads]
+    shutil.rmtree(repo / ".git" / "gitswarm")
+    before = git_dir_files(repo)
+    without = [cli(repo, *args) for args in reads]
+    assert [(r.code, r.out) for r in without] == [(r.code, r.out) for r in with_index]
+    assert all(r.code == 0 for r in without)
+    assert git_dir_files(repo) == before
+    assert not (repo / ".git" / "gitswarm").exists()
 
 
 # -- usage errors ---------------------------------------------------------------------
