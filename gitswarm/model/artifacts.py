@@ -40,7 +40,7 @@ class BlobRef(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class FileChange(msgspec.Struct, frozen=True, kw_only=True):
-    path: str
+    path: str  # text; a name that is not plain UTF-8 in git's quoted form (model/paths.py)
     added: int
     deleted: int
 

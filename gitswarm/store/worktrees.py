@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.model.artifacts import FileChange
+from gitswarm.model.paths import quote_path
 from gitswarm.store.gitcli import IDENTITY, GitCommandError, git
 
 BRANCH_PREFIX = "swarm/"
@@ -148,12 +149,18 @@ def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
 
 
 def numstat(cwd: Path, base: str, head: str) -> tuple[FileChange, ...]:
-    """Files changed base..head with added/deleted line counts (binary files count 0)."""
-    out = git(["diff", "--numstat", "-z", "--no-renames", base, head], cwd).decode(errors="surrogateescape")
+    """Files changed base..head with added/deleted line counts (binary files count 0).
+
+    A path is text: a name that is not UTF-8 (or that git would escape) is
+    kept in git's quoted form (model/paths.py), never as a lone surrogate
+    no JSON encoder accepts.
+    """
+    out = git(["diff", "--numstat", "-z", "--no-renames", base, head], cwd)
     changes = []
-    for record in out.split("\0"):
+    for record in out.split(b"\0"):
         if not record:
             continue
-        added, deleted, path = record.split("\t", 2)
-        changes.append(FileChange(path=path, added=int(added) if added != "-" else 0, deleted=int(deleted) if deleted != "-" else 0))
+        added, deleted, path = record.split(b"\t", 2)
+        counts = [int(count) if count != b"-" else 0 for count in (added, deleted)]
+        changes.append(FileChange(path=quote_path(path), added=counts[0], deleted=counts[1]))
     return tuple(changes)
