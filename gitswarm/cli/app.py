@@ -374,7 +374,7 @@ def demo(ctx: typer.Context) -> None:
         c.output.result(data, str)
     else:
         print_markdown(data["summary"]["text"])
-        print(render.demo_story(data["demo"]))
+        c.output.result(data["demo"], render.demo_story)
     if not demo_engine.demo_went_as_designed(data):
         raise typer.Exit(EXIT_FAILED)
 

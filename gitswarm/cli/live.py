@@ -1,4 +1,9 @@
-"""The live progress view on a terminal: counts by state, running tasks, recent outcomes."""
+"""The live progress view on a terminal: counts by state, running tasks, recent outcomes.
+
+Event fields (task ids, errors, reasons) are data, some of it from records
+another clone wrote: they are escaped and put into `Text` as plain text, never
+read as rich markup.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+
+from gitswarm.cli.escape import escape
 
 RECENT = 8
 STATE_STYLES = {
@@ -30,7 +37,7 @@ class LiveView:
         self.console = Console(stderr=True)
         self.states: dict[tuple[str, str], str] = {}
         self.running: dict[tuple[str, str], float] = {}
-        self.recent: collections.deque[str] = collections.deque(maxlen=RECENT)
+        self.recent: collections.deque[Text] = collections.deque(maxlen=RECENT)
         self.note = "starting workers"
         self.live = Live(console=self.console, refresh_per_second=8, get_renderable=self.render, transient=False)
 
@@ -51,20 +58,21 @@ class LiveView:
             else:
                 self.running.pop(key, None)
             if event["state"] in ("succeeded", "failed", "cancelled", "skipped") or event.get("error"):
-                detail = f": {event['error']}" if event.get("error") else ""
-                self.recent.append(f"[{STATE_STYLES.get(event['state'], '')}]{event['task']} {event['state']}[/]{detail}")
+                detail = f": {escape(event['error'])}" if event.get("error") else ""
+                outcome = (f"{escape(event['task'])} {escape(event['state'])}", STATE_STYLES.get(event["state"], ""))
+                self.recent.append(Text.assemble(outcome, detail))
         elif kind == "worker_exit":
-            self.recent.append(f"[yellow]worker {event['worker']} exited ({event['code']}); requeued {len(event['requeued'])}[/]")
+            self.recent.append(Text(f"worker {event['worker']} exited ({event['code']}); requeued {len(event['requeued'])}", "yellow"))
         elif kind == "adapter_unusable":
-            self.console.print(f"[red]adapter {event['adapter']} will not be used:[/] {event['reason']}")
+            self.console.print(Text.assemble((f"adapter {escape(event['adapter'])} will not be used:", "red"), " ", escape(event["reason"])))
         elif kind == "notice":
-            self.console.print(f"[yellow]note:[/] {event['message']}")
+            self.console.print(Text.assemble(("note:", "yellow"), " ", escape(event["message"])))
         elif kind == "demo":
-            self.console.print(f"demo repository: {event['repository']}")
+            self.console.print(Text(f"demo repository: {escape(event['repository'])}"))
         elif kind == "submitted":
-            self.note = f"job {event['job']}"
+            self.note = f"job {escape(event['job'])}"
         elif kind == "start":
-            self.note = f"{event['workers']} workers" + (f" on job {event['job']}" if event.get("job") else "")
+            self.note = f"{event['workers']} workers" + (f" on job {escape(event['job'])}" if event.get("job") else "")
 
     def render(self) -> Group:
         counts = collections.Counter(self.states.values())
@@ -75,6 +83,5 @@ class LiveView:
         table = Table(show_header=False, box=None, padding=(0, 1))
         now = time.monotonic()
         for (job, task), since in sorted(self.running.items(), key=lambda kv: kv[1])[:10]:
-            table.add_row("[cyan]running[/]", task, f"{now - since:5.1f}s")
-        recent = [Text.from_markup(r) for r in self.recent]
-        return Group(line, table, *recent)
+            table.add_row(Text("running", "cyan"), Text(escape(task)), f"{now - since:5.1f}s")
+        return Group(line, table, *self.recent)

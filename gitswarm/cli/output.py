@@ -1,4 +1,8 @@
-"""The one output sink: JSON on stdout with --json, plain text otherwise; logs to stderr."""
+"""The one output sink: JSON on stdout with --json, plain text otherwise; logs to stderr.
+
+Everything printed goes through here escaped (gitswarm.cli.escape): text from
+records never reaches the terminal with its control characters live.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from gitswarm.cli.escape import escape, escape_data, escape_lines, json_safe
+
 _json = msgspec.json.Encoder(order="deterministic")
 
 
@@ -16,19 +22,24 @@ class Output:
         self.json_mode = json_mode
 
     def result(self, data: Any, human: Callable[[Any], str]) -> None:
-        """Print a command's result: `data` as one JSON document, or `human(data)`."""
+        """Print a command's result: `data` as one JSON document, or `human(data)`.
+
+        `human` gets the data with every string escaped, so a value cannot add
+        lines or controls to its layout; what it returns is escaped again.
+        """
         if self.json_mode:
-            sys.stdout.write(_json.encode(data).decode() + "\n")
+            sys.stdout.write(json_safe(_json.encode(data).decode()) + "\n")
             return
-        text = human(data)
+        text = human(escape_data(data))
         if text:
-            print(text)
+            print(escape_lines(text))
 
     def info(self, message: str) -> None:
-        print(message, file=sys.stderr)
+        """One line on stderr."""
+        print(escape(message), file=sys.stderr)
 
 
 def error_line(message: str) -> None:
     """One line on stderr, whatever the message held."""
     first = " ".join(str(message).split("\n")[0].split()) or "error"
-    print(f"gitswarm: {first}", file=sys.stderr)
+    print(f"gitswarm: {escape(first)}", file=sys.stderr)

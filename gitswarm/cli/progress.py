@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from gitswarm.cli.escape import escape_lines, json_safe
+
 if TYPE_CHECKING:
     from gitswarm.cli.live import LiveView
 
@@ -29,7 +31,7 @@ class JsonEvents:
         pass
 
     def __call__(self, event: dict[str, Any]) -> None:
-        sys.stderr.write(_json.encode({**event, "t": round(time.time(), 3)}).decode() + "\n")
+        sys.stderr.write(json_safe(_json.encode({**event, "t": round(time.time(), 3)}).decode()) + "\n")
         sys.stderr.flush()
 
 
@@ -42,7 +44,8 @@ def progress_sink(json_mode: bool) -> JsonEvents | LiveView:
 
 
 def print_markdown(text: str) -> None:
-    """Markdown, rendered on a terminal; the text itself otherwise."""
+    """Markdown, rendered on a terminal; the text itself otherwise. Control characters escaped either way."""
+    text = escape_lines(text)
     if not sys.stdout.isatty():
         sys.stdout.write(text)
         return
