@@ -24,12 +24,22 @@ def counts(counts: dict[str, int]) -> str:
 def jobs(data: dict) -> str:
     if not data["jobs"]:
         return "no jobs"
-    rows = [(j["id"][:12], j["status"], counts(j["counts"]), when(j["created"]), j["goal"]) for j in data["jobs"]]
-    return table(("JOB", "STATUS", "TASKS", "CREATED", "GOAL"), rows)
+    rows = [
+        (j["id"][:12], "awaiting approval" if j.get("awaiting_approval") else j["status"], counts(j["counts"]), when(j["created"]), j["goal"])
+        for j in data["jobs"]
+    ]
+    text = table(("JOB", "STATUS", "TASKS", "CREATED", "GOAL"), rows)
+    waiting = data.get("awaiting_approval") or {}
+    if waiting:
+        text += f"\n\n{len(waiting)} job(s) will not run here until approved (gitswarm approve JOB):"
+        text += "".join(f"\n  {job[:12]}: {why}" for job, why in waiting.items())
+    return text
 
 
 def job(data: dict) -> str:
     head = f"job {data['id']}  {data['status']}\ngoal: {data['goal']}\ntasks: {counts(data['counts'])}\n"
+    if data.get("awaiting_approval"):
+        head += f"awaiting approval: {data['awaiting_approval']} (gitswarm approve {data['id'][:12]})\n"
     rows = []
     for t in data["tasks"]:
         note = t["error"] or (f"skipped: {t['skipped_because']} did not succeed" if t["skipped_because"] else "")

@@ -12,17 +12,23 @@
     [hooks]
     audit_branches = ["main"]            # post-commit audits commits on these (fnmatch); [] = none
     verified_branches = ["swarm/*"]      # pre-push refuses these without an accepted verdict
+
+    [pull]
+    max_record = 16777216                # bytes of one pulled record; a job holding a bigger one is refused
+    max_pull = 1073741824                # bytes one pull may read in all; the jobs past it are refused
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
 from gitswarm.adapters.registry import DEFAULT_PREFERENCE
 from gitswarm.model.errors import BadInput
+from gitswarm.store.intake import PullLimits
 
 CONFIG_FILE = ".gitswarm.toml"
 
@@ -43,10 +49,22 @@ class HooksConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_on
     verified_branches: list[str] = msgspec.field(default_factory=lambda: ["swarm/*"])
 
 
+Bytes = Annotated[int, msgspec.Meta(ge=1024, le=2**40)]
+
+
+class PullConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    max_record: Bytes = PullLimits.max_record  # one pulled record (an op's commit, an artifact)
+    max_pull: Bytes = PullLimits.max_pull  # everything one pull reads
+
+    def limits(self) -> PullLimits:
+        return PullLimits(max_record=self.max_record, max_pull=self.max_pull)
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     adapters: AdaptersConfig = msgspec.field(default_factory=AdaptersConfig)
     audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
     hooks: HooksConfig = msgspec.field(default_factory=HooksConfig)
+    pull: PullConfig = msgspec.field(default_factory=PullConfig)
 
 
 def load_config(workdir: Path | None) -> Config:

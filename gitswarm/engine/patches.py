@@ -75,8 +75,9 @@ def _store(swarm: Swarm) -> BlobWriter:
 def refuse_untrusted(swarm: Swarm, job_id: str, doing: str) -> None:
     """The checks of a job pulled from another clone are instructions from elsewhere: they run
     here only once the job is approved."""
-    if job_id in Trust(swarm.repo.common_dir).untrusted():
-        raise BadInput(f"{doing}: job {job_id} was pulled from another clone and runs its own checks; approve it first (gitswarm approve {job_id})")
+    why = Trust(swarm.repo.common_dir).why_not(job_id)
+    if why is not None:
+        raise BadInput(f"{doing}: job {job_id} runs its own checks and may not run here ({why}); approve it first (gitswarm approve {job_id})")
 
 
 def verify_now(swarm: Swarm, prefix: str) -> dict:
@@ -114,8 +115,6 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         refuse_untrusted(swarm, patch.job, "merge (no verdict that counts here, so it must be verified here)")
         if not verify_now(swarm, patch_id)["accepted"]:
             raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification here rejected its head {patch.head[:12]}; nothing merged")
-    if not no_recheck:
-        refuse_untrusted(swarm, patch.job, "merge")
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     with merge_lock(swarm.repo.common_dir):
         checked_out = target_worktree(repo_dir, target)
@@ -134,6 +133,7 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
             raise
         spec = snapshot.task(patch.task).spec
         if not plan.fast_forward and not no_recheck and spec.checks:
+            refuse_untrusted(swarm, patch.job, "merge (its checks run again on the merged tree)")
             ctx = RunContext(patch.job, patch.task, patch.attempt, repo_dir, os.environ)
             checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, _store(swarm), swarm.clock)
             swarm.ledger.record_artifacts(patch.job, patch.task, checks, swarm.clock())

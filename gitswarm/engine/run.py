@@ -13,7 +13,6 @@ from gitswarm.engine.supervisor import FINISHED, EventSink, Supervisor, WorkOpti
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import artifact_id
 from gitswarm.model.errors import BadInput
-from gitswarm.store.trust import Trust
 
 
 def write_summary(swarm: Swarm, job_id: str) -> str | None:
@@ -57,15 +56,18 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     Adapters whose preflight fails are never leased to; if only their tasks are
     left, the run stops and says so instead of waiting.
     """
-    untrusted = Trust(swarm.repo.common_dir).untrusted(frozenset(remote_key(swarm, r) for r in trust))
+    # Trust is checked again at every claim (store/ledger.py): these are only what is known now.
+    swarm.ledger.trusted_remotes = remotes = frozenset(remote_key(swarm, r) for r in trust)
+    untrusted = swarm.ledger.untrusted_jobs()
     if options.job is not None and options.job in untrusted:
+        why = swarm.ledger.trust.why_not(options.job, remotes)
         raise BadInput(
-            f"job {options.job} was pulled from another clone: approve it (gitswarm approve {options.job}) "
+            f"job {options.job} may not run here ({why}): approve it (gitswarm approve {options.job}) "
             "or trust its remote (--trust REMOTE) to run it here"
         )
     if untrusted:
         on_event({"event": "untrusted", "jobs": sorted(untrusted)})
-        options = replace(options, worker=replace(options.worker, skip_jobs=untrusted))
+    options = replace(options, worker=replace(options.worker, skip_jobs=untrusted, trusted_remotes=remotes))
     unusable = unusable_adapters(swarm, options.job, os.environ)
     for name, reason in sorted(unusable.items()):
         on_event({"event": "adapter_unusable", "adapter": name, "reason": reason})
@@ -74,7 +76,14 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     touched = Supervisor(swarm, options, on_event).run()
     jobs = [options.job] if options.job else sorted(touched)
     stitched = [job for job in jobs if write_summary(swarm, job)]
-    return {"jobs": stitched, "unusable": unusable}
+    return {"jobs": stitched, "unusable": unusable, "skipped": skipped_jobs(swarm, remotes)}
+
+
+def skipped_jobs(swarm: Swarm, remotes: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Unfinished jobs this clone may not run, and why (pulled and not approved, say)."""
+    unfinished = [job["id"] for job in swarm.index.jobs() if job["status"] not in FINISHED]
+    trust = swarm.ledger.trust
+    return {job: trust.why_not(job, remotes) or "" for job in sorted(trust.untrusted(unfinished, remotes))}
 
 
 def run(

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFailed
-from gitswarm.model.ids import TASK_ID
+from gitswarm.engine.config import load_config
+from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.store import layout
 from gitswarm.store.gitcli import GitCommandError, git, git_run
-from gitswarm.store.jobs import COMMITTER, Snapshot
-from gitswarm.store.notes import merge_notes
+from gitswarm.store.intake import Intake
+from gitswarm.store.jobs import COMMITTER
+from gitswarm.store.notes_intake import pull_notes
 from gitswarm.store.oplog import Merged, check_tip, merge_job
 from gitswarm.store.trust import Trust
 
@@ -40,11 +42,13 @@ class PullReport:
     unchanged: list[str] = field(default_factory=list)
     invalid: dict[str, str] = field(default_factory=dict)
     notes: str = "unchanged"
+    invalid_notes: dict[str, str] = field(default_factory=dict)  # note path -> why its lines were dropped
 
     def view(self) -> dict:
         return {
             "remote": self.remote, "new": self.new, "updated": self.updated, "merged": self.merged,
             "unchanged": self.unchanged, "invalid": self.invalid, "notes": self.notes,
+            "invalid_notes": self.invalid_notes,
         }
 
 
@@ -82,81 +86,99 @@ def fetch(swarm: Swarm, remote: str, key: str) -> None:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a pull will do to one job, decided and checked before anything local moves."""
+
+    job: str
+    outcome: str  # new, updated, merged or unchanged
+    ours: str | None  # the local tip the plan was made against
+    theirs: str  # the pulled tip
+    tip: str  # what the live ref will point at
+    merged: Merged | None = None
+
+
 def pull(swarm: Swarm, remote: str) -> PullReport:
+    """Fetch into the shadow namespace, check every job there, then move the live refs.
+
+    Checking and merging happen outside the index's write lock (workers keep
+    renewing their leases meanwhile); the lock is taken per job, only for its
+    ref's compare-and-swap and the index update. The origin of every new job
+    is on disk before any live ref moves, so a pull killed at any point never
+    leaves a pulled job that looks like this clone's own.
+    """
     key = remote_key(swarm, remote)
     fetch(swarm, remote, key)
     prefix = _shadow(key)
     report = PullReport(remote=remote)
-    repo, index = swarm.repo, swarm.index
-    adopted: dict[str, str] = {}
-    with index.immediate():
-        for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
-            job_id = ref[len(prefix + "jobs/"):]
-            try:
-                outcome, merged = _pull_job(swarm, job_id, theirs)
-            except GitswarmError as exc:
-                report.invalid[job_id] = str(exc)
-                continue
-            getattr(report, outcome).append(job_id)
-            if outcome == "new":
-                adopted[job_id] = key
-            if merged is not None:
-                # Only the task records that differ from the local tip need re-indexing.
-                job = swarm.refs.snapshot(job_id, merged.tip).job
-                index.record(job, merged.state, merged.tip, merged.tasks)
-            elif outcome != "unchanged":
-                index.reindex(swarm.refs.snapshot(job_id, repo.read_ref(layout.job_ref(job_id))))
-        report.notes = _pull_notes(swarm, repo.read_ref(f"{prefix}notes/swarm"))
+    repo = swarm.repo
+    intake = Intake(repo, load_config(repo.workdir).pull.limits())
+    plans = []
+    for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
+        job_id = ref[len(prefix + "jobs/"):]
+        try:
+            plans.append(_plan(swarm, intake, job_id, theirs))
+        except GitswarmError as exc:  # the job is refused and named; the rest of the pull goes on
+            report.invalid[job_id] = str(exc)
+    adopted = {plan.job: key for plan in plans if plan.outcome == "new"}
     if adopted:
         Trust(repo.common_dir).adopted(adopted)
+    for plan in plans:
+        try:
+            outcome = _apply(swarm, intake, plan)
+        except GitswarmError as exc:
+            report.invalid[plan.job] = str(exc)
+            continue
+        getattr(report, outcome).append(plan.job)
+    who = (COMMITTER, f"{swarm.actor}@gitswarm")
+    report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
     return report
 
 
-def _pull_job(swarm: Swarm, job_id: str, theirs: str) -> tuple[str, Merged | None]:
+def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
     repo = swarm.repo
-    if not TASK_ID.fullmatch(job_id):
+    if not TASK_ID.fullmatch(job_id) or not GENERATED_ID.fullmatch(job_id):
         raise CorruptRecord(f"ref name {job_id!r} is not a job id")
     where = layout.job_ref(job_id)
     ours = repo.read_ref(where)
     base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
     if ours == theirs or base == theirs:
-        return "unchanged", None
-    if base == ours or ours is None:
-        check_history(swarm, job_id, theirs, ours)
-    else:
-        Snapshot(repo, job_id, theirs)  # the tip's records decode; the merge decodes every new op
-    if ours is None:
-        repo.cas_ref(where, theirs, None, "gitswarm: pull (new job)")
-        return "new", None
-    if base == ours:
-        repo.cas_ref(where, theirs, ours, "gitswarm: pull (fast-forward)")
-        return "updated", None
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
+    intake.check_job(job_id, theirs, ours)
+    if ours is None or base == ours:
+        check_tip(repo, job_id, theirs)
+        return Plan(job_id, "new" if ours is None else "updated", ours, theirs, theirs)
     merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base)
-    repo.cas_ref(where, merged.tip, ours, "gitswarm: pull (merge)")
-    return "merged", merged
+    return Plan(job_id, "merged", ours, theirs, merged.tip, merged)
+
+
+def _apply(swarm: Swarm, intake: Intake, plan: Plan) -> str:
+    """Move one live job ref as planned (under the write lock), re-planning if it moved meanwhile."""
+    if plan.outcome == "unchanged":
+        return "unchanged"
+    repo, index = swarm.repo, swarm.index
+    where = layout.job_ref(plan.job)
+    with index.immediate():
+        if repo.read_ref(where) != plan.ours:  # a worker wrote to the job since it was planned
+            plan = _plan(swarm, intake, plan.job, plan.theirs)
+            if plan.outcome == "unchanged":
+                return "unchanged"
+        repo.cas_ref(where, plan.tip, plan.ours, f"gitswarm: pull ({plan.outcome})")
+        if plan.merged is not None:
+            # Only the task records that differ from the local tip need re-indexing.
+            job = swarm.refs.snapshot(plan.job, plan.tip).job
+            index.record(job, plan.merged.state, plan.tip, plan.merged.tasks)
+        else:
+            index.reindex(swarm.refs.snapshot(plan.job, plan.tip))
+    return plan.outcome
 
 
 def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> None:
-    """Refuse pulled history that does not decode or breaks an invariant: it must start
-    with this job's `job_created`, and its tip must record exactly the canonical replay
-    of its operations (every task record and the state, compared by blob id)."""
-    Snapshot(swarm.repo, job_id, theirs)  # the tip's job and state records decode
+    """Refuse pulled history that does not decode or breaks an invariant: every new commit,
+    operation and record checked as hostile input, and the tip recording exactly the
+    canonical replay of its operations (every task record and the state, by blob id)."""
+    Intake(swarm.repo).check_job(job_id, theirs, ours)
     check_tip(swarm.repo, job_id, theirs)
-
-
-def _pull_notes(swarm: Swarm, theirs: str | None) -> str:
-    repo = swarm.repo
-    if theirs is None:
-        return "unchanged"
-    ours = repo.read_ref(layout.NOTES_REF)
-    if ours == theirs or (ours is not None and repo.is_ancestor(theirs, ours)):
-        return "unchanged"
-    if ours is None or repo.is_ancestor(ours, theirs):
-        repo.cas_ref(layout.NOTES_REF, theirs, ours, "gitswarm: pull notes")
-        return "updated"
-    merged = merge_notes(repo, ours, theirs, (COMMITTER, f"{swarm.actor}@gitswarm"), swarm.clock())
-    repo.cas_ref(layout.NOTES_REF, merged, ours, "gitswarm: merge notes")
-    return "merged"
 
 
 def push(swarm: Swarm, remote: str) -> dict:

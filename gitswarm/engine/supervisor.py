@@ -43,7 +43,8 @@ class WorkOptions:
 
 def is_done(swarm: Swarm, options: WorkOptions) -> bool:
     """The job is finished; or, with until_idle, nothing is queued or running anywhere."""
-    exclude, skip = options.worker.exclude, options.worker.skip_jobs
+    # Trust as of now: a job pulled while this run goes on is skipped, never waited for.
+    exclude, skip = options.worker.exclude, options.worker.skip_jobs | swarm.ledger.untrusted_jobs()
     if options.job is not None:
         job = swarm.index.job(options.job)
         if job is None or job["status"] in FINISHED:
@@ -62,6 +63,7 @@ def worker_main(path: str, owner: str, options: WorkOptions, adapter_pgid: Any, 
     """
     signal.signal(signal.SIGTERM, _raise_interrupt)
     swarm = Swarm(path)
+    swarm.ledger.trusted_remotes = options.worker.trusted_remotes
     workdir = swarm.repo.workdir or Path(path)
 
     def on_adapter(pgid: int) -> None:

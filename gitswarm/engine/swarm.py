@@ -30,6 +30,7 @@ from gitswarm.store.jobs import JobRefs
 from gitswarm.store.ledger import Ledger
 
 Clock = Callable[[], float]
+FINISHED = ("succeeded", "failed", "cancelled")
 
 
 def load_actor(common_dir: Path) -> str:
@@ -179,15 +180,25 @@ class Swarm:
 
     def status(self, job: str | None = None) -> dict:
         if job is None:
-            return {"jobs": self.index.jobs()}
+            jobs = self.index.jobs()
+            waiting = self.awaiting_approval([j["id"] for j in jobs if j["status"] not in FINISHED])
+            for found_job in jobs:
+                found_job["awaiting_approval"] = found_job["id"] in waiting
+            return {"jobs": jobs, "awaiting_approval": waiting}
         job_id = self.resolve_job(job)
         found = self.index.job(job_id)
         assert found is not None
-        view = {**found, "tasks": self.index.tasks(job_id)}
+        waiting = self.awaiting_approval([job_id] if found["status"] not in FINISHED else [])
+        view = {**found, "awaiting_approval": waiting.get(job_id), "tasks": self.index.tasks(job_id)}
         reviews = self.reviews(job_id)
         if reviews:
             view["reviews"] = reviews
         return view
+
+    def awaiting_approval(self, jobs: list[str]) -> dict[str, str]:
+        """Those of `jobs` that may not run here until approved, and why (pulled, say)."""
+        trust = self.ledger.trust
+        return {job: trust.why_not(job) or "" for job in sorted(trust.untrusted(jobs))}
 
     def reviews(self, job_id: str) -> dict[str, list[dict]]:
         """Every verdict (gitswarm's, an auditor's, a person's) noted on the head of each of the job's patches."""

@@ -36,6 +36,7 @@ class WorkerOptions:
     job: str | None = None
     exclude: frozenset[str] = frozenset()  # adapters whose preflight failed: never leased here
     skip_jobs: frozenset[str] = frozenset()  # pulled jobs not trusted here: never leased
+    trusted_remotes: frozenset[str] = frozenset()  # `work --trust REMOTE`: jobs pulled from these may run
 
 
 @dataclass(frozen=True)

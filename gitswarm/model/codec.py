@@ -57,11 +57,15 @@ def decode(data: bytes, kind: type[T] | Any, where: str) -> T:
         version = _version_decoder.decode(data).v
     except msgspec.DecodeError as exc:  # ValidationError included: a `v` that is not an int
         raise CorruptRecord(f"{where}: corrupt record ({exc})") from None
+    except RecursionError:  # JSON nested thousands deep: msgspec recurses per level
+        raise CorruptRecord(f"{where}: corrupt record (nested too deep)") from None
     check_version(version, where)
     try:
         return _decoder(kind).decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CorruptRecord(f"{where}: corrupt record ({exc})") from None
+    except RecursionError:
+        raise CorruptRecord(f"{where}: corrupt record (nested too deep)") from None
 
 
 def to_builtins(record: Any) -> Any:

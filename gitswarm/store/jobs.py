@@ -103,13 +103,18 @@ def op_message(ops: Sequence[Op]) -> str:
 def parse_ops(commit: CommitInfo, where: str) -> list[Op]:
     """The operations a commit records, in the order they were applied; none for a merge
     commit (it records the replayed result of its parents' operations)."""
+    return [op for _, op in parse_op_lines(commit, where)]
+
+
+def parse_op_lines(commit: CommitInfo, where: str) -> list[tuple[str, Op]]:
+    """parse_ops, each operation with the line that recorded it."""
     if len(commit.parents) > 1:
         return []
     _, _, body = commit.message.partition("\n\n")
     lines = [line for line in body.splitlines() if line.strip()]
     if not lines:
         raise CorruptRecord(f"{where}@{commit.oid[:12]}: commit records no operation")
-    return [codec.decode(line.encode(), Op, f"{where}@{commit.oid[:12]}") for line in lines]
+    return [(line, codec.decode(line.encode(), Op, f"{where}@{commit.oid[:12]}")) for line in lines]
 
 
 class JobRefs:

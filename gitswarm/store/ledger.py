@@ -25,6 +25,7 @@ from gitswarm.model.reducer import Change, apply
 from gitswarm.model.spec import JobSpec
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
+from gitswarm.store.trust import Trust
 
 CAS_RETRIES = 6
 CLAIM_SPREAD = 8
@@ -47,9 +48,21 @@ class Lease:
 class Ledger:
     """Every state transition of every job in one repository."""
 
-    def __init__(self, refs: JobRefs, index: Index) -> None:
+    def __init__(self, refs: JobRefs, index: Index, trusted_remotes: frozenset[str] = frozenset()) -> None:
         self.refs = refs
         self.index = index
+        self.trust = Trust(refs.repo.common_dir)
+        self.trusted_remotes = trusted_remotes  # `work --trust REMOTE`: jobs pulled from these run too
+        self._untrusted: tuple[object, frozenset[str]] | None = None
+
+    def untrusted_jobs(self) -> frozenset[str]:
+        """Jobs whose tasks may not run here, as of now: pulled and not approved, or of no
+        known origin. Asked at every claim, so a job pulled while workers run is never taken."""
+        jobs_key = self.index.db.execute("SELECT count(*), max(id) FROM jobs").fetchone()
+        key = (jobs_key, self.trust.stamp(), self.trusted_remotes)
+        if self._untrusted is None or self._untrusted[0] != key:
+            self._untrusted = (key, self.trust.untrusted(self.index.job_ids(), self.trusted_remotes))
+        return self._untrusted[1]
 
     def _snapshot(self, job_id: str) -> Snapshot:
         tip = self.index.job_tip(job_id)
@@ -95,6 +108,9 @@ class Ledger:
             budget=spec.budget,
         )
         op = self.refs.next_op(JobCreated, None, now, job=job, tasks=spec.tasks)
+        # Marked as this clone's own before its ref exists: a crash between the two leaves
+        # a mark for nothing, never a job that looks pulled (and could not run here).
+        Trust(self.refs.repo.common_dir).made_here(job.id)
         with self.index.immediate():
             tip, change = self.refs.create(op)
             self.index.record(job, change.state, tip, change.tasks.values())
@@ -158,6 +174,7 @@ class Ledger:
         if exclude:  # adapters whose preflight failed here: their tasks wait for another worker
             query += f" AND t.adapter NOT IN ({','.join('?' * len(exclude))})"
             params.extend(sorted(exclude))
+        skip_jobs = skip_jobs | self.untrusted_jobs()
         if skip_jobs:  # pulled jobs nobody here approved: their tasks are data, not instructions
             query += f" AND t.job NOT IN ({','.join('?' * len(skip_jobs))})"
             params.extend(sorted(skip_jobs))
@@ -191,7 +208,7 @@ class Ledger:
         """
         query, params = self._claim_query(now, job_id, exclude, skip_jobs)
         rows = [(r[2], r[0], r[1]) for r in self.index.db.execute(query, params)]
-        if pending is not None and pending_job not in skip_jobs:
+        if pending is not None and pending_job not in skip_jobs and pending_job not in self.untrusted_jobs():
             rows = [r for r in rows if not (r[1] == pending_job and r[2] in pending.tasks)]
             if not pending.state.cancelled and job_id in (None, pending_job):
                 rows += [

@@ -67,26 +67,3 @@ def add_note_lines(repo: GitRepo, commit: str, new_lines: list[bytes], who: tupl
             time.sleep(random.uniform(0, delay))
             delay = min(delay * 2, 0.05)
     raise InternalError(f"{NOTES_REF} kept moving; gave up after {GIVE_UP_SECONDS:.0f} s")
-
-
-def _notes(repo: GitRepo, tip: str) -> dict[str, set[bytes]]:
-    """Every note of a notes commit: judged commit -> its record lines (flat or fanned-out layout)."""
-    found: dict[str, set[bytes]] = {}
-    for name, oid, is_tree in repo.tree_items(repo.commit_info(tip).tree):
-        entries = [(name + sub, sub_oid) for sub, sub_oid, _ in repo.tree_items(oid)] if is_tree else [(name, oid)]
-        for commit, blob in entries:
-            found.setdefault(commit, set()).update(line for line in repo.read_blob(blob).splitlines() if line.strip())
-    return found
-
-
-def merge_notes(repo: GitRepo, local: str, remote: str, who: tuple[str, str], now: float) -> str:
-    """A notes commit (parents: local, remote) whose every note is the sorted union of both
-    sides' lines: what `git notes merge -s cat_sort_uniq` makes."""
-    union = _notes(repo, local)
-    for commit, lines in _notes(repo, remote).items():
-        union.setdefault(commit, set()).update(lines)
-    paths: dict[str, str | None] = {
-        commit: repo.write_blob(b"\n".join(sorted(lines)) + b"\n") for commit, lines in sorted(union.items())
-    }
-    tree = repo.update_tree(None, paths)
-    return repo.commit(tree, [local, remote], "gitswarm: merge notes\n", who, now)

@@ -12,6 +12,7 @@ content-addressed: the merged tree has both sides'.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import msgspec
@@ -22,8 +23,8 @@ from gitswarm.model.ops import JobCreated, Op, TaskClaimed, TaskFinished
 from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
 from gitswarm.store import layout
-from gitswarm.store.gitrepo import GitRepo
-from gitswarm.store.jobs import COMMITTER, parse_ops
+from gitswarm.store.gitrepo import CommitInfo, GitRepo
+from gitswarm.store.jobs import COMMITTER, parse_op_lines, parse_ops
 
 MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 
@@ -58,6 +59,8 @@ def replay(ops: list[Op], where: str) -> Replayed:
             raise CorruptRecord(f"{where}: an operation names task {task_id!r}, which the job does not have")
         return found
 
+    if sum(isinstance(op, JobCreated) for op in ordered) != 1:
+        raise CorruptRecord(f"{where}: a job's history holds exactly one job_created")
     for op in ordered:
         if isinstance(op, TaskFinished) and (op.task, op.token, op.actor) in lost_claims:
             state, skipped = _seen(state, op), skipped + 1
@@ -83,11 +86,21 @@ def _seen(state: JobState, op: Op) -> JobState:
 
 def history_ops(repo: GitRepo, local: str, remote: str, where: str) -> list[Op]:
     """Every operation reachable from either tip, each once (by id); shared commits are read once."""
-    found: dict[str, Op] = {}
-    for commit in [*repo.walk(local), *repo.walk(remote, hide=local)]:
-        for op in parse_ops(commit, where):
-            found.setdefault(op.id, op)
-    return list(found.values())
+    return unique_ops([*repo.walk(local), *repo.walk(remote, hide=local)], where)
+
+
+def unique_ops(commits: Iterable[CommitInfo], where: str) -> list[Op]:
+    """The operations the commits record, each once. An op id that comes with two different
+    bodies is refused: merging would silently drop one of them."""
+    found: dict[str, tuple[str, Op]] = {}
+    for commit in commits:
+        for line, op in parse_op_lines(commit, where):
+            seen = found.get(op.id)
+            if seen is None:
+                found[op.id] = (line, op)
+            elif seen[0] != line:
+                raise CorruptRecord(f"{where}: operation {op.id} is recorded with two different bodies")
+    return [op for _, op in found.values()]
 
 
 def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
@@ -138,9 +151,18 @@ def check_tip(repo: GitRepo, job_id: str, tip: str) -> None:
     created = parse_ops(commits[0], where) if commits else []
     if not created or commits[0].parents or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:
         raise CorruptRecord(f"{where}: history does not start with this job's job_created")
-    ops = {op.id: op for commit in commits for op in parse_ops(commit, where)}
-    result = replay(list(ops.values()), where)
+    if any(not commit.parents for commit in commits[1:]):
+        raise CorruptRecord(f"{where}: the history has more than one root commit")
+    result = replay(unique_ops(commits, where), where)
     tree = repo.commit_info(tip).tree
-    for path, oid in record_oids(repo, result).items():
+    expected = record_oids(repo, result)
+    for path, oid in expected.items():
         if repo.tree_entry(tree, path) != oid:
             raise CorruptRecord(f"{where}:{path}: the record does not match the job's operations")
+    if repo.tree_entry(tree, layout.JOB_PATH) != repo.blob_id(codec.encode(created[0].job)):
+        raise CorruptRecord(f"{where}:{layout.JOB_PATH}: the record is not the job its job_created made")
+    for fan, fan_oid, is_tree in repo.tree_items(tree):
+        if is_tree and fan.startswith(layout.TASKS_FANS):
+            for name, _, _ in repo.tree_items(fan_oid):
+                if f"{fan}/{name}" not in expected:
+                    raise CorruptRecord(f"{where}:{fan}/{name}: a task record no operation made")

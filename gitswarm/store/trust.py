@@ -1,15 +1,25 @@
-"""Which jobs came from another clone, and which of those the user approved to run here.
+"""Which jobs may run here: those this clone made, and pulled ones the user approved.
 
-Pulled state is data, never instructions: a job adopted by `pull` keeps the
-name of the remote it came from, and `work` leaves its tasks alone unless the
-user trusts that remote (`--trust REMOTE`) or approves the job. This is local
-knowledge, in `<git-common-dir>/gitswarm/trust.json`, never pushed.
+Pulled state is data, never instructions. "This clone made it" cannot rest
+on any field of a record (a forger copies the actor id), so it rests on
+local files that are never pushed, in `<git-common-dir>/gitswarm/`:
+
+- `local-jobs`: one job id per line, appended before the job's ref is
+  created. A crash in between leaves a line for a job that does not exist,
+  never a job without its line.
+- `trust.json`: where each pulled job came from (written, and synced to
+  disk, before a pull moves any live ref) and which ones the user approved.
+
+A job that is in neither (its refs fetched by hand, say) is not runnable:
+the check fails closed. `work --trust REMOTE` also runs jobs pulled from
+that remote, for one run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -17,6 +27,7 @@ import msgspec
 from gitswarm.model.errors import CorruptRecord
 
 TRUST_FILE = "trust.json"
+LOCAL_JOBS_FILE = "local-jobs"
 
 
 class TrustFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -24,9 +35,19 @@ class TrustFile(msgspec.Struct, forbid_unknown_fields=True):
     approved: list[str] = []
 
 
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 class Trust:
     def __init__(self, common_dir: Path) -> None:
         self.path = common_dir / "gitswarm" / TRUST_FILE
+        self.local_path = common_dir / "gitswarm" / LOCAL_JOBS_FILE
+        self._cache: tuple[object, TrustFile, frozenset[str]] | None = None
 
     def load(self) -> TrustFile:
         try:
@@ -36,11 +57,29 @@ class Trust:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise CorruptRecord(f"{self.path}: {exc}") from None
 
+    def local_jobs(self) -> frozenset[str]:
+        try:
+            return frozenset(self.local_path.read_text().split())
+        except FileNotFoundError:
+            return frozenset()
+
     def _save(self, data: TrustFile) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(json.dumps(msgspec.to_builtins(data), sort_keys=True, indent=1).encode())
+        with open(tmp, "wb") as handle:
+            handle.write(json.dumps(msgspec.to_builtins(data), sort_keys=True, indent=1).encode())
+            handle.flush()
+            os.fsync(handle.fileno())  # the origins must be on disk before the refs move
         tmp.replace(self.path)
+
+    def made_here(self, job: str) -> None:
+        """Record that this clone made `job`; called before its ref is created."""
+        self.local_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.local_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, f"{job}\n".encode())  # one short O_APPEND write: never interleaved
+        finally:
+            os.close(fd)
 
     def adopted(self, jobs: dict[str, str]) -> None:
         """Record where newly pulled jobs came from (a job keeps its first origin)."""
@@ -55,9 +94,33 @@ class Trust:
             data.approved.append(job)
             self._save(data)
 
-    def untrusted(self, trusted_remotes: frozenset[str] = frozenset()) -> frozenset[str]:
-        """Pulled jobs that may not run here: neither approved nor from a trusted remote."""
-        data = self.load()
+    def stamp(self) -> object:
+        """Changes whenever either file does."""
+        return (_stamp(self.path), _stamp(self.local_path))
+
+    def _state(self) -> tuple[TrustFile, frozenset[str]]:
+        """Both files, read again only when one of them changed."""
+        stamp = self.stamp()
+        if self._cache is None or self._cache[0] != stamp:
+            self._cache = (stamp, self.load(), self.local_jobs())
+        return self._cache[1], self._cache[2]
+
+    def why_not(self, job: str, trusted_remotes: frozenset[str] = frozenset()) -> str | None:
+        """Why `job` may not run here, or None when it may."""
+        data, local = self._state()
+        if job in local or job in data.approved:
+            return None
+        origin = data.origins.get(job)
+        if origin is None:
+            return "not made by this clone and never approved here"
+        if origin in trusted_remotes:
+            return None
+        return f"pulled from {origin} and not approved"
+
+    def untrusted(self, jobs: Iterable[str], trusted_remotes: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Those of `jobs` that may not run here."""
+        data, local = self._state()
+        allowed = local | frozenset(data.approved)
         return frozenset(
-            job for job, remote in data.origins.items() if job not in data.approved and remote not in trusted_remotes
+            job for job in jobs if job not in allowed and data.origins.get(job, "\0") not in trusted_remotes
         )

@@ -105,7 +105,7 @@ def test_dash_c_json_status_on_an_empty_repo(repo: Path, tmp_path: Path, child_e
     elsewhere.mkdir()
     result = gitswarm_(elsewhere, child_env, "-C", str(repo), "--json", "status")
     assert result.code == 0, result.err
-    assert json.loads(result.out) == {"jobs": []}
+    assert json.loads(result.out) == {"jobs": [], "awaiting_approval": {}}
     assert result.out.count("\n") == 1
     assert result.err == ""
     assert not (repo / ".git" / "gitswarm").exists()  # a read creates no index in a clone that has none
@@ -119,9 +119,10 @@ def test_dash_c_json_status_lists_a_submitted_job(repo: Path, tmp_path: Path, ch
     assert submitted.code == 0, submitted.err
     job_id = json.loads(submitted.out)["id"]
     data = json.loads(gitswarm_(tmp_path, child_env, "-C", str(repo), "--json", "status").out)
-    assert list(data) == ["jobs"]
+    assert list(data) == ["awaiting_approval", "jobs"] and data["awaiting_approval"] == {}
     (job,) = data["jobs"]
-    assert set(job) == {"id", "goal", "status", "created", "updated", "counts"}
+    assert set(job) == {"id", "goal", "status", "created", "updated", "counts", "awaiting_approval"}
+    assert job["awaiting_approval"] is False
     assert (job["id"], job["status"], job["counts"]) == (job_id, "queued", {"blocked": 1, "queued": 1})
 
 

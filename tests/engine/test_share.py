@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.artifacts import Finding, artifact_id
+from gitswarm.model import codec
+from gitswarm.model.artifacts import Finding, Verdict, artifact_id
 from gitswarm.model.errors import LeaseLost
 from gitswarm.model.ops import TaskClaimed, TaskFinished
 from gitswarm.model.records import TaskState
@@ -81,6 +82,13 @@ def ok(result: Result) -> Result:
 
 def run_json(path: Path, *args: str) -> dict:
     return ok(cli(path, "--json", *args)).json()
+
+
+def job_view(path: Path, job: str) -> dict:
+    """`status JOB` as every clone shares it (whether it may run is each clone's own business)."""
+    view = run_json(path, "status", job)
+    view.pop("awaiting_approval")
+    return view
 
 
 def submit(path: Path, *tasks: str, name: str = "spec.toml", goal: str = "shared goal") -> str:
@@ -144,7 +152,9 @@ def test_a_pushed_job_is_new_in_the_other_clone_then_unchanged(a: Path, b: Path,
     assert first["new"] == [job]
     assert (first["updated"], first["merged"], first["unchanged"], first["invalid"]) == ([], [], [], {})
     assert tip(b, job) == tip(a, job)
-    assert run_json(b, "status", job) == run_json(a, "status", job)
+    assert job_view(b, job) == job_view(a, job)
+    assert run_json(b, "status", job)["awaiting_approval"] == "pulled from origin and not approved"
+    assert run_json(a, "status", job)["awaiting_approval"] is None
     assert [j["id"] for j in run_json(b, "status")["jobs"]] == [job]
     # the shadow copy is where the fetch landed; the live ref was moved from it
     assert git(b, "rev-parse", f"refs/gitswarm/shadow/origin/jobs/{job}").strip() == tip(a, job)
@@ -218,7 +228,7 @@ def test_diverged_clones_merge_on_push_without_force_and_converge(a: Path, b: Pa
     assert task_states(a, job)["x"] == "succeeded"
     # y: B's cancel and A's claim of y are ordered by (clock, actor, id); the loser is a no-op
     assert task_states(a, job)["y"] in {"succeeded", "cancelled"}
-    assert run_json(a, "status", job) == run_json(b, "status", job)
+    assert job_view(a, job) == job_view(b, job)
     both = a_ops | b_ops
     assert op_ids(a, job) == both and op_ids(b, job) == both
     ops = [e["op"] for e in run_json(a, "log", job)["events"]]
@@ -422,8 +432,12 @@ def test_after_a_merge_the_index_agrees_with_the_merged_ref(a: Path, b: Path) ->
 
 
 def verdict_line(head: str, reviewer: str, accepted: bool = True) -> bytes:
-    record = {"accepted": accepted, "head": head, "kind": "verdict", "reviewer": reviewer}
-    return json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    """A well-formed verdict record (pulled note lines that are not are dropped)."""
+    verdict = Verdict(
+        job="audit", created=START, producer="person", head=head, status="complete" if accepted else "incomplete",
+        integrity="clean", contract="aligned" if accepted else "needs_revision", accepted=accepted, reviewer=reviewer,
+    )
+    return codec.encode(verdict)
 
 
 def notes_show(path: Path, commit: str) -> list[str]:

@@ -1,0 +1,227 @@
+"""Records from elsewhere are hostile until proven otherwise: what a pulled record must pass.
+
+Anything a pull brings in (operations, job and task specs, artifact
+records, note lines) may have been written by hand by anyone with push
+access to the remote. Decoding proves only its types; these checks add
+what a local submission guarantees, and more: every id well formed, every
+branch a branch, every number finite and within what the index and the
+reducer handle, every string of bounded length without NUL bytes, nesting
+bounded. Each check raises CorruptRecord naming the record and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from collections.abc import Iterable
+
+import msgspec
+
+from gitswarm.model.artifacts import Artifact, Check, Patch, Run, Verdict
+from gitswarm.model.capabilities import CAPABILITIES
+from gitswarm.model.errors import BadInput, CorruptRecord
+from gitswarm.model.ids import ARTIFACT_ID, GENERATED_ID, TASK_ID, check_branch_ref, check_task_id
+from gitswarm.model.limits import MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
+from gitswarm.model.ops import ArtifactsRecorded, JobCreated, LeaseExpired, Op, TaskClaimed, TaskFinished
+from gitswarm.model.provenance import Seal
+from gitswarm.model.records import Job, TaskSpec
+
+MAX_CLOCK = 2**53 - 1  # Lamport clocks: exact in a float, far inside SQLite's 64-bit integers
+MAX_INT = 2**53 - 1  # any other integer field
+MAX_FLOAT = 2.0**53  # any float field, in magnitude
+MAX_TIME = 2.0**34  # wall-clock times and deadlines, seconds since the epoch (year 2514)
+MAX_TEXT = 1 << 20  # characters in any one string (a prompt is the longest)
+MAX_NAME = 255  # characters in a name: a model, a producer, a signer, a source file
+MAX_ITEMS = 100_000  # entries in any one list or map
+MAX_DEPTH = 16  # nesting of lists and maps inside a record
+MAX_SIGNATURE = 16_384  # characters of an SSH signature body
+_HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_SIGNER = re.compile(r"[^\x00-\x20\x7f,]{1,255}")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _fail(where: str, why: str) -> CorruptRecord:
+    return CorruptRecord(f"{where}: {why}")
+
+
+def check_plain(record: object, where: str) -> None:
+    """Bounds every record obeys, whatever its kind: finite numbers within range, strings
+    without NUL and of bounded length, containers of bounded size and depth."""
+    pending: list[tuple[object, int, str]] = [(msgspec.to_builtins(record), 0, where)]
+    while pending:
+        value, depth, at = pending.pop()
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int):
+            if abs(value) > MAX_INT:
+                raise _fail(at, f"integer {value} out of range")
+        elif isinstance(value, float):
+            if not math.isfinite(value) or abs(value) > MAX_FLOAT:
+                raise _fail(at, f"number {value!r} out of range")
+        elif isinstance(value, str):
+            if len(value) > MAX_TEXT or "\0" in value:
+                raise _fail(at, "a string too long or holding a NUL byte")
+        elif isinstance(value, (list, tuple, dict)):
+            if depth >= MAX_DEPTH:
+                raise _fail(at, f"nested deeper than {MAX_DEPTH}")
+            if len(value) > MAX_ITEMS:
+                raise _fail(at, f"more than {MAX_ITEMS} entries")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str) and (len(key) > MAX_TEXT or "\0" in key):
+                    raise _fail(at, "a key too long or holding a NUL byte")
+                pending.append((item, depth + 1, f"{at}.{key}"))
+
+
+def _need(condition: bool, where: str, why: str) -> None:
+    if not condition:
+        raise _fail(where, why)
+
+
+def _time(value: float | None, where: str) -> None:
+    _need(value is None or 0.0 <= value <= MAX_TIME, where, f"time {value!r} out of range")
+
+
+def _task_id(task_id: str, where: str) -> None:
+    try:
+        check_task_id(task_id, where)
+    except BadInput as exc:
+        raise CorruptRecord(str(exc)) from None
+
+
+def _name(value: str | None, where: str, pattern: re.Pattern[str] = TASK_ID) -> None:
+    _need(value is None or pattern.fullmatch(value) is not None, where, f"invalid name {value!r}")
+
+
+def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) -> None:
+    """One pulled operation of job `job_id` (whose tasks are `task_ids`, once known)."""
+    check_plain(op, where)
+    _need(GENERATED_ID.fullmatch(op.id) is not None, where, f"invalid op id {op.id!r}")
+    _need(GENERATED_ID.fullmatch(op.actor) is not None, where, f"invalid actor {op.actor!r}")
+    # The job's creation is clock 1 and every other op comes after it: nothing can sort before it.
+    first = isinstance(op, JobCreated)
+    _need(op.clock == 1 if first else 2 <= op.clock <= MAX_CLOCK, where, f"clock {op.clock} out of range")
+    _time(op.at, f"{where}.at")
+    if isinstance(op, JobCreated):
+        check_job(op.job, job_id, f"{where}.job")
+        check_task_specs(op.tasks, op.job.task_count, f"{where}.tasks")
+        return
+    task = getattr(op, "task", None)
+    if task is not None:
+        _task_id(task, f"{where}.task")
+        _need(task_ids is None or task in task_ids, where, f"names task {task!r}, which the job does not have")
+    if isinstance(op, (TaskClaimed, TaskFinished, LeaseExpired)):
+        _need(1 <= op.token <= MAX_INT, where, f"token {op.token} out of range")
+    if isinstance(op, TaskClaimed):
+        _name(op.owner, f"{where}.owner", _OWNER)
+        _time(op.lease_expires, f"{where}.lease_expires")
+    if isinstance(op, TaskFinished):
+        _need(op.cost_usd >= 0 and op.tokens >= 0, where, "negative cost or tokens")
+    if isinstance(op, (TaskFinished, ArtifactsRecorded)):
+        for artifact in op.artifacts:
+            _need(ARTIFACT_ID.fullmatch(artifact) is not None, where, f"invalid artifact id {artifact!r}")
+
+
+def check_job(job: Job, job_id: str, where: str) -> None:
+    _need(job.id == job_id, where, f"names job {job.id!r}")
+    _need(bool(job.goal.strip()), f"{where}.goal", "empty")
+    _time(job.created, f"{where}.created")
+    _need(GENERATED_ID.fullmatch(job.actor) is not None, where, f"invalid actor {job.actor!r}")
+    _need(job.base is None or _HEX.fullmatch(job.base) is not None, f"{where}.base", "not a commit id")
+    if job.base_ref is not None:
+        try:
+            check_branch_ref(job.base_ref, f"{where}.base_ref")
+        except BadInput as exc:
+            raise CorruptRecord(str(exc)) from None
+    _need(job.source is None or (len(job.source) <= MAX_NAME and "/" not in job.source), f"{where}.source", "not a file name")
+    defaults = job.defaults
+    _name(defaults.adapter, f"{where}.defaults.adapter")
+    _need(0 < defaults.timeout <= MAX_TIMEOUT_SECONDS, f"{where}.defaults.timeout", "out of range")
+    _need(1 <= defaults.max_attempts <= 100, f"{where}.defaults.max_attempts", "out of range")
+    _need(abs(defaults.priority) <= 1_000_000, f"{where}.defaults.priority", "out of range")
+    budget = job.budget
+    if budget is not None:
+        _need(budget.max_usd is None or 0 < budget.max_usd <= 1e6, f"{where}.budget.max_usd", "out of range")
+        _need(budget.max_tokens is None or 0 < budget.max_tokens <= 10**12, f"{where}.budget.max_tokens", "out of range")
+        _need(budget.max_attempts is None or 0 < budget.max_attempts <= 10**6, f"{where}.budget.max_attempts", "out of range")
+        _need(budget.max_wall is None or 0 < budget.max_wall <= MAX_WALL_SECONDS, f"{where}.budget.max_wall", "out of range")
+
+
+def check_task_specs(specs: tuple[TaskSpec, ...], task_count: int, where: str) -> None:
+    """The tasks of a pulled job: what parse_spec guarantees of a local one."""
+    _need(0 < len(specs) == task_count, where, f"{len(specs)} tasks, the job says {task_count}")
+    ids = [spec.id for spec in specs]
+    _need(len(set(ids)) == len(ids), where, "duplicate task ids")
+    dependents: dict[str, list[str]] = {task_id: [] for task_id in ids}
+    for n, spec in enumerate(specs):
+        at = f"{where}[{n}]"
+        _task_id(spec.id, f"{at}.id")
+        _need(spec.seq == n, at, f"seq {spec.seq} is not {n}")
+        _need(spec.mode in ("analyze", "implement"), f"{at}.mode", f"unknown mode {spec.mode!r}")
+        _name(spec.adapter, f"{at}.adapter")
+        _name(spec.auditor, f"{at}.auditor")
+        _need(spec.model is None or len(spec.model) <= MAX_NAME, f"{at}.model", "too long")
+        _need(isinstance(spec.command, str) or spec.command is None or bool(spec.command), f"{at}.command", "an empty argv")
+        _need(0 < spec.timeout <= MAX_TIMEOUT_SECONDS, f"{at}.timeout", "out of range")
+        _need(1 <= spec.max_attempts <= 100, f"{at}.max_attempts", "out of range")
+        _need(1 <= spec.repair_rounds <= 5, f"{at}.repair_rounds", "out of range")
+        _need(abs(spec.priority) <= 1_000_000, f"{at}.priority", "out of range")
+        _need(all(need in CAPABILITIES for need in spec.needs), f"{at}.needs", "unknown capability")
+        _need(all(name and "=" not in name for name in spec.env), f"{at}.env", "invalid variable name")
+        if spec.cwd is not None:
+            normal = posixpath.normpath(spec.cwd)
+            _need(not posixpath.isabs(spec.cwd) and normal != ".." and not normal.startswith("../"), f"{at}.cwd", "leads out of the repository")
+        for dep in spec.depends_on:
+            _need(dep in dependents and dep != spec.id, f"{at}.depends_on", f"unknown task {dep!r}")
+            dependents[dep].append(spec.id)
+        _need(len(set(spec.depends_on)) == len(spec.depends_on), f"{at}.depends_on", "a task listed twice")
+    for n, spec in enumerate(specs):
+        _need(list(spec.dependents) == dependents[spec.id], f"{where}[{n}].dependents", "do not match depends_on")
+    _refuse_cycles(specs, where)
+
+
+def _refuse_cycles(specs: tuple[TaskSpec, ...], where: str) -> None:
+    waiting = {spec.id: len(spec.depends_on) for spec in specs}
+    by_id = {spec.id: spec for spec in specs}
+    ready = [spec.id for spec in specs if not spec.depends_on]
+    while ready:
+        for dependent in by_id[ready.pop()].dependents:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+    _need(not any(waiting.values()), where, "a dependency cycle")
+
+
+def check_artifact(artifact: Artifact, job_id: str, task_ids: Iterable[str], where: str) -> None:
+    check_plain(artifact, where)
+    _need(artifact.job == job_id, where, f"belongs to job {artifact.job!r}")
+    _need(artifact.task is None or artifact.task in task_ids, where, f"names task {artifact.task!r}, which the job does not have")
+    _need(0 <= artifact.attempt, where, "negative attempt")
+    _time(artifact.created, f"{where}.created")
+    _need(len(artifact.producer) <= MAX_NAME, f"{where}.producer", "too long")
+    if isinstance(artifact, (Check, Run)):
+        _need(artifact.duration <= MAX_TIMEOUT_SECONDS * 2, f"{where}.duration", "out of range")
+    if isinstance(artifact, Run):
+        _need((artifact.input_tokens or 0) >= 0 and (artifact.output_tokens or 0) >= 0, where, "negative tokens")
+    if isinstance(artifact, Patch):
+        _need(all(f.added >= 0 and f.deleted >= 0 for f in artifact.files), f"{where}.files", "negative line counts")
+    if isinstance(artifact, Verdict):
+        _need(len(artifact.reviewer) <= MAX_NAME, f"{where}.reviewer", "too long")
+
+
+def check_note_record(record: Verdict | Seal, commit: str, where: str) -> None:
+    """A pulled note line: a verdict on exactly the commit it is noted on, or a well-formed seal."""
+    check_plain(record, where)
+    if isinstance(record, Verdict):
+        _need(record.head == commit, where, f"judges {record.head[:12]}, not the commit it is noted on")
+        _time(record.created, f"{where}.created")
+        _need(len(record.reviewer) <= MAX_NAME and len(record.producer) <= MAX_NAME, where, "a name too long")
+        return
+    _need(ARTIFACT_ID.fullmatch(record.verdict) is not None, where, "names no verdict")
+    _need(record.local is None or re.fullmatch(r"[0-9a-f]{64}", record.local) is not None, f"{where}.local", "not an HMAC")
+    _need((record.signer is None) == (record.signature is None), where, "a signer without a signature or the reverse")
+    if record.signer is not None and record.signature is not None:
+        _need(_SIGNER.fullmatch(record.signer) is not None, f"{where}.signer", "not a principal")
+        _need(len(record.signature) <= MAX_SIGNATURE and _BASE64.fullmatch(record.signature) is not None, f"{where}.signature", "not base64")
