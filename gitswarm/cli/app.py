@@ -195,7 +195,9 @@ def work(
         data = run_engine.work(swarm, options, sink, tuple(trust or ()))
     for name, reason in sorted(data["unusable"].items()):
         c.output.info(f"gitswarm: tasks for adapter {name} were not run: {reason}")
-    c.output.result(data, lambda d: f"done; summaries written for {len(d['jobs'])} jobs")
+    for job_id, why in sorted(data["skipped"].items()):
+        c.output.info(f"gitswarm: skipped job {job_id}: {why} (gitswarm approve {job_id[:12]} to run it here)")
+    c.output.result(data, lambda d: f"done; summaries written for {len(d['jobs'])} jobs" + (f"; {len(d['skipped'])} job(s) skipped, awaiting approval" if d["skipped"] else ""))
 
 
 @app.command()

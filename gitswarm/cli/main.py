@@ -1,14 +1,20 @@
 """The console entry point and the one error boundary.
 
 `gitswarm --version` is answered before the CLI (typer, pygit2) is imported:
-start-up time is part of the product, and that path needs none of it.
+start-up time is part of the product, and that path needs none of it. So is
+the pre-push hook on a push that touches no verified branch (most pushes):
+git waits for it on every `git push`.
 """
 
 from __future__ import annotations
 
+import io
 import sys
+from pathlib import Path
 
 from gitswarm import __version__
+
+PRE_PUSH = ["hooks", "run", "pre-push"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -16,7 +22,19 @@ def main(argv: list[str] | None = None) -> None:
     if args == ["--version"]:
         print(f"gitswarm {__version__}")
         return
+    if args[:3] == PRE_PUSH and _push_needs_no_check():
+        return
     sys.exit(run(args))
+
+
+def _push_needs_no_check() -> bool:
+    """Answer the pre-push hook from the standard library alone when no pushed branch must be
+    verified. What git gave on stdin is kept for the full hook otherwise."""
+    from gitswarm.engine.push_gate import nothing_to_check  # deferred: stdlib only, but only this path needs it
+
+    pushed = sys.stdin.read()
+    sys.stdin = io.StringIO(pushed)
+    return nothing_to_check(Path.cwd(), pushed.splitlines())
 
 
 def run(args: list[str]) -> int:

@@ -75,12 +75,13 @@ def hooks_run(
 ) -> None:
     """What the shims call."""
     from gitswarm.engine import hooks  # deferred: see the note in app.py
-    from gitswarm.engine import run as run_engine
-    from gitswarm.engine.supervisor import WorkOptions
 
     c = _ctx(ctx)
     swarm = c.swarm()
     if hook == "post-commit":
+        from gitswarm.engine import run as run_engine  # deferred: the pre-push path must not pay for workers
+        from gitswarm.engine.supervisor import WorkOptions
+
         commit, branch = (list(args or ()) + [None, None])[:2]
         job = hooks.post_commit(swarm, commit, branch or "")
         if job is not None:
@@ -89,7 +90,7 @@ def hooks_run(
     if hook == "pre-push":
         refused = hooks.pre_push(swarm, sys.stdin.read().splitlines())
         for line in refused:
-            print(line, file=sys.stderr)
+            c.output.info(line)
         if refused:
             raise typer.Exit(EXIT_FAILED)
         return

@@ -27,10 +27,10 @@ from typing import Annotated
 import msgspec
 
 from gitswarm.adapters.registry import DEFAULT_PREFERENCE
+from gitswarm.engine.push_gate import CONFIG_FILE, DEFAULT_VERIFIED, raw_config
 from gitswarm.model.errors import BadInput
-from gitswarm.store.intake import PullLimits
+from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
 
-CONFIG_FILE = ".gitswarm.toml"
 
 
 class AdaptersConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -46,18 +46,15 @@ class AuditConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_on
 
 class HooksConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     audit_branches: list[str] = msgspec.field(default_factory=lambda: ["*"])
-    verified_branches: list[str] = msgspec.field(default_factory=lambda: ["swarm/*"])
+    verified_branches: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_VERIFIED))
 
 
 Bytes = Annotated[int, msgspec.Meta(ge=1024, le=2**40)]
 
 
 class PullConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    max_record: Bytes = PullLimits.max_record  # one pulled record (an op's commit, an artifact)
-    max_pull: Bytes = PullLimits.max_pull  # everything one pull reads
-
-    def limits(self) -> PullLimits:
-        return PullLimits(max_record=self.max_record, max_pull=self.max_pull)
+    max_record: Bytes = MAX_PULLED_RECORD  # one pulled record (an op's commit, an artifact)
+    max_pull: Bytes = MAX_PULL  # everything one pull reads
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -71,16 +68,12 @@ def load_config(workdir: Path | None) -> Config:
     """The repository's configuration; defaults when it has none."""
     if workdir is None:
         return Config()
-    own, pyproject = workdir / CONFIG_FILE, workdir / "pyproject.toml"
+    own = workdir / CONFIG_FILE
+    where = own if own.is_file() else workdir / "pyproject.toml"
     try:
-        if own.is_file():
-            return msgspec.convert(tomllib.loads(own.read_text()), Config)
-        if pyproject.is_file():
-            section = tomllib.loads(pyproject.read_text()).get("tool", {}).get("gitswarm")
-            return Config() if section is None else msgspec.convert(section, Config)
-    except (tomllib.TOMLDecodeError, OSError) as exc:
-        raise BadInput(f"{own if own.is_file() else pyproject}: {exc}") from None
+        return msgspec.convert(raw_config(workdir), Config)
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{where}: {exc}") from None
     except msgspec.ValidationError as exc:
-        where = own if own.is_file() else f"{pyproject} [tool.gitswarm]"
-        raise BadInput(f"{where}: {str(exc).replace('Object contains unknown field', 'unknown key')}") from None
-    return Config()
+        shown = where if own.is_file() else f"{where} [tool.gitswarm]"
+        raise BadInput(f"{shown}: {str(exc).replace('Object contains unknown field', 'unknown key')}") from None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gitswarm.engine.audit import accepted_on
 from gitswarm.engine.config import load_config
+from gitswarm.engine.push_gate import gated
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.verify import nothing_to_check
 from gitswarm.model.errors import BadInput
@@ -28,7 +29,6 @@ MARKER = "# gitswarm hook shim"
 SAVED = ".gitswarm-saved"
 _PACKAGE = Path(__file__).resolve().parent.parent
 SHIM_DIRS = (_PACKAGE / "shipped_hooks", _PACKAGE.parent / "hooks")
-ZERO = "0" * 40
 
 
 def hooks_dir(swarm: Swarm) -> Path:
@@ -122,21 +122,9 @@ def post_commit(swarm: Swarm, commit: str | None = None, branch: str | None = No
 def pre_push(swarm: Swarm, lines: list[str]) -> list[str]:
     """The refusals for a push: one line per branch that must be verified and is not."""
     patterns = load_config(swarm.repo.workdir).hooks.verified_branches
-    refused = []
-    for line in lines:
-        parts = line.split()
-        if len(parts) != 4:
-            continue
-        local_ref, local_sha, remote_ref = parts[0], parts[1], parts[2]
-        if local_sha == ZERO or not remote_ref.startswith("refs/heads/"):
-            continue  # a deletion, or not a branch on the remote
-        # The branch it lands on decides (`git push origin HEAD:swarm/x` too), and so does the local one.
-        names = {remote_ref.removeprefix("refs/heads/"), local_ref.removeprefix("refs/heads/")}
-        branch = remote_ref.removeprefix("refs/heads/")
-        if any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns) and not accepted_on(swarm, local_sha):
-            refused.append(
-                f"gitswarm: refusing to push {branch}: its head {local_sha[:12]} has no accepted verdict "
-                f"(run `gitswarm audit {local_sha[:12]}`, or push with --no-verify)"
-            )
-    return refused
-
+    return [
+        f"gitswarm: refusing to push {branch}: its head {commit[:12]} has no accepted verdict that counts here "
+        f"(run `gitswarm audit {commit[:12]}`, or push with --no-verify)"
+        for branch, commit in gated(lines, patterns)
+        if not accepted_on(swarm, commit)
+    ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from gitswarm.engine.verify import verify
 from gitswarm.model.artifacts import BlobRef, Decision, Patch
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.ids import check_branch_ref
+from gitswarm.model.spec import toml_string
 from gitswarm.store.gitcli import git
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.trust import Trust
@@ -210,17 +210,18 @@ def _gc_reason(swarm: Swarm, entry: dict) -> str | None:
 
 
 def delegation_spec(instruction: str, adapter: str, checks: list[str], base: str | None) -> str:
-    """The one-task job spec of `gitswarm delegate` (JSON strings are valid TOML strings)."""
-    lines = [f"goal = {json.dumps(instruction.strip().splitlines()[0] if instruction.strip() else instruction)}"]
+    """The one-task job spec of `gitswarm delegate`, every outside value quoted as a TOML string."""
+    first = instruction.strip().splitlines()[0] if instruction.strip() else instruction
+    lines = [f"goal = {toml_string(first)}"]
     if base is not None:
-        lines.append(f"base = {json.dumps(base)}")
+        lines.append(f"base = {toml_string(base)}")
     lines += [
         "[[tasks]]",
         'id = "delegate"',
         'mode = "implement"',
-        f"adapter = {json.dumps(adapter)}",
-        f"prompt = {json.dumps(instruction)}",
-        f"checks = {json.dumps(checks)}",
+        f"adapter = {toml_string(adapter)}",
+        f"prompt = {toml_string(instruction)}",
+        f"checks = [{', '.join(toml_string(c) for c in checks)}]",
         "max_attempts = 1",
     ]
     return "\n".join(lines) + "\n"

@@ -22,7 +22,7 @@ from gitswarm.engine.config import load_config
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.store import layout
 from gitswarm.store.gitcli import GitCommandError, git, git_run
-from gitswarm.store.intake import Intake
+from gitswarm.store.intake import Intake, PullLimits
 from gitswarm.store.jobs import COMMITTER
 from gitswarm.store.notes_intake import pull_notes
 from gitswarm.store.oplog import Merged, check_tip, merge_job
@@ -112,7 +112,8 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     prefix = _shadow(key)
     report = PullReport(remote=remote)
     repo = swarm.repo
-    intake = Intake(repo, load_config(repo.workdir).pull.limits())
+    caps = load_config(repo.workdir).pull
+    intake = Intake(repo, PullLimits(max_record=caps.max_record, max_pull=caps.max_pull))
     plans = []
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]

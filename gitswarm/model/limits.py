@@ -17,3 +17,6 @@ MIN_LEASE_SECONDS = 1.0  # --lease: renewed every third of it
 MAX_LEASE_SECONDS = DAY
 MIN_OUTPUT_CAP = 1024  # --output-cap, in bytes
 MAX_OUTPUT_CAP = 1024 * 1024 * 1024
+
+MAX_PULLED_RECORD = 16 * 1024 * 1024  # bytes of one pulled record: an operation's commit, an artifact ([pull] max_record)
+MAX_PULL = 1024 * 1024 * 1024  # bytes one pull may read in all ([pull] max_pull)

@@ -21,6 +21,7 @@ from gitswarm.model import codec
 from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import CorruptRecord
 from gitswarm.model.ids import ARTIFACT_ID
+from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
 from gitswarm.model.ops import JobCreated
 from gitswarm.model.validate import check_artifact, check_op
 from gitswarm.store import layout
@@ -35,8 +36,8 @@ _HEX = frozenset("0123456789abcdef")
 class PullLimits:
     """Caps on what one pull may bring in, in bytes (`[pull]` in .gitswarm.toml)."""
 
-    max_record: int = 16 * 1024 * 1024  # one record: an operation's commit, an artifact record
-    max_pull: int = 1024 * 1024 * 1024  # everything one pull reads: commits, records, output blobs
+    max_record: int = MAX_PULLED_RECORD  # one record: an operation's commit, an artifact record
+    max_pull: int = MAX_PULL  # everything one pull reads: commits, records, output blobs
 
 
 class Intake:

@@ -418,6 +418,21 @@ def test_verified_branches_star_checks_every_branch(pushing: Path) -> None:
     assert remote_heads(repo) == {"refs/heads/main": rev(repo)}
 
 
+@pytest.mark.parametrize(
+    "config",
+    ['[hooks]\nverified_branches = "main"\n', "[hooks\n", '[hooks]\nverified_branches = ["main", 3]\n'],
+    ids=["not-a-list", "not-toml", "not-strings"],
+)
+def test_a_configuration_the_quick_answer_cannot_read_goes_to_the_full_hook(pushing: Path, config: str) -> None:
+    """The pre-push hook answers a push of no verified branch before importing anything heavy;
+    when it cannot be sure (a configuration it cannot read), the full hook decides and says why."""
+    (pushing / ".gitswarm.toml").write_text(config)
+    git(pushing, "commit", "-qam", "a configuration that does not load")
+    refused = run_git(pushing, "push", "origin", "main")
+    assert refused.returncode != 0 and ".gitswarm.toml" in refused.stderr
+    assert remote_heads(pushing) == {}
+
+
 def test_a_push_of_several_branches_is_refused_as_a_whole(pushing: Path) -> None:
     git(pushing, "branch", "swarm/y", "swarm/x")
     git(pushing, "checkout", "-q", "swarm/y")
