@@ -8,6 +8,7 @@ import subprocess
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput
 from gitswarm.store.index import INDEX_FORMAT
+from gitswarm.store.oplog import check_tip
 
 
 def _check(name: str, ok: bool, detail: str) -> dict:
@@ -34,6 +35,7 @@ def diagnose(swarm: Swarm) -> dict:
             snapshot.tasks()
             for artifact_id in snapshot.artifact_ids():
                 snapshot.artifact(artifact_id)
+            check_tip(swarm.repo, job_id, snapshot.tip)  # the records are what the operations made
         except BadInput as exc:
             bad += 1
             checks.append(_check(f"job {job_id}", False, str(exc)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFailed
@@ -22,6 +23,7 @@ from gitswarm.engine.config import load_config
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.store import layout
 from gitswarm.store.gitcli import GitCommandError, git, git_run
+from gitswarm.store.gitcli import said as git_said
 from gitswarm.store.intake import Intake, PullLimits
 from gitswarm.store.jobs import COMMITTER
 from gitswarm.store.notes_intake import pull_notes
@@ -54,14 +56,25 @@ class PullReport:
 
 def remote_key(swarm: Swarm, remote: str) -> str:
     """The name state from `remote` is kept and trusted under: the remote's name, or a
-    digest of a URL or path given directly."""
+    digest of a URL or path given directly. Anything else is bad input."""
     workdir = swarm.repo.workdir or swarm.repo.common_dir
     names = git(["remote"], workdir).decode().split()
     if remote in names:
         return remote
-    if not remote or remote.startswith("-"):
+    if not remote or remote.startswith("-") or "\0" in remote:
         raise BadInput(f"invalid remote {remote!r}")
+    if not _looks_like_url(remote) and not Path(remote).expanduser().exists():
+        known = ", ".join(names) or "none"
+        raise BadInput(f"no remote named {remote!r} (remotes here: {known}) and no repository at that path")
     return "url-" + hashlib.sha256(remote.encode()).hexdigest()[:12]
+
+
+def _looks_like_url(remote: str) -> bool:
+    """A URL git understands (`scheme://...`, or scp-like `host:path`), as opposed to a path."""
+    if "://" in remote:
+        return True
+    host, colon, _ = remote.partition(":")
+    return bool(colon) and "/" not in host
 
 
 def _shadow(key: str) -> str:
@@ -184,6 +197,7 @@ def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> N
 
 def push(swarm: Swarm, remote: str) -> dict:
     """Push every job ref and the notes, never forced; pull and merge when the remote moved."""
+    remote_key(swarm, remote)  # an unknown remote is bad input, before anything runs
     workdir = swarm.repo.workdir or swarm.repo.common_dir
     refspecs = [f"{layout.JOBS_PREFIX}*:{layout.JOBS_PREFIX}*"]
     pulls = []
@@ -194,7 +208,7 @@ def push(swarm: Swarm, remote: str) -> dict:
         if done.returncode != 0:
             rejected = [line for line in out.splitlines() if line.startswith("!")]
             if not any(_moved(line) for line in rejected) or attempt == PUSH_ATTEMPTS - 1:
-                said = rejected[0] if rejected else _last_line(done.stderr.decode(errors="replace"))
+                said = rejected[0] if rejected else (git_said(done.stderr) or "no output")
                 raise WorkFailed(f"push to {remote} failed: {said}")
             pulled = pull(swarm, remote)  # the remote moved: merge its state, then try again
             pulls.append(pulled.view())
@@ -209,8 +223,3 @@ def push(swarm: Swarm, remote: str) -> dict:
 
 def _moved(message: str) -> bool:
     return "non-fast-forward" in message or "fetch first" in message or "stale info" in message
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"

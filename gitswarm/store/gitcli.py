@@ -58,6 +58,23 @@ def git(
         env=git_env(env),
     )
     if check and done.returncode != 0:
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        raise GitCommandError(f"git {args[0]} failed: {lines[-1] if lines else f'exit {done.returncode}'}")
+        raise GitCommandError(f"git {_subcommand(args)} failed: {said(done.stderr) or f'exit {done.returncode}'}")
     return done.stdout
+
+
+def _subcommand(args: Sequence[str]) -> str:
+    """The git command `args` run (`fetch` of `-c gc.auto=0 fetch ...`), for messages."""
+    rest = list(args)
+    while rest and rest[0].startswith("-"):
+        rest = rest[2:] if rest[0] in ("-c", "-C") else rest[1:]
+    return rest[0] if rest else "git"
+
+
+def said(stderr: bytes) -> str:
+    """What git said went wrong: its first `fatal:` or `error:` line, else its last line
+    (git's last line is often advice, such as "and the repository exists.")."""
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line
+    return lines[-1] if lines else ""

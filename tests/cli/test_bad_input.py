@@ -401,6 +401,15 @@ def test_unknown_command_or_option(shared_repo: Path, args: tuple[str, ...]) -> 
     refused(shared_repo, *args)
 
 
+@pytest.mark.parametrize("command", ["pull", "push", "sync"])
+@pytest.mark.parametrize("remote", ["nosuch", "../no/such/path", "-x"])
+def test_an_unknown_remote_is_bad_input_and_says_so(shared_repo: Path, command: str, remote: str) -> None:
+    """It said "git -c failed: and the repository exists." and exited 1."""
+    message = refused(shared_repo, command, remote)
+    assert "git -c" not in message and "and the repository exists" not in message
+    assert remote in message
+
+
 # -- not a repository -----------------------------------------------------------------
 
 

@@ -393,3 +393,25 @@ def test_a_merge_moves_only_branches(victim: Path) -> None:
         refused = cli(victim, "merge", patch, "--into", into)
         assert refused.code == 2 and "not a branch" in refused.err, (into, refused.err)
     assert git(victim, "for-each-ref") == before
+
+
+def test_doctor_finds_records_that_are_not_what_the_operations_made(victim: Path) -> None:
+    """A job ref moved by hand to a tree whose task record was rewritten: every record still
+    decodes, so only replaying the operations shows it (doctor once said all was well)."""
+    job = submit(victim, 'id = "a"\ncommand = "true"')
+    ref = f"refs/swarm/jobs/{job}"
+    assert ok(cli(victim, "doctor"))
+    files = tree_files(victim, rev(victim, ref))
+    task_path = next(path for path in files if path.startswith("tasks."))
+    record = json.loads(run_git(victim, "cat-file", "blob", files[task_path]))
+    record["state"] = "succeeded"
+    files[task_path] = hash_object(victim, json.dumps(record, separators=(",", ":")).encode())
+    # the tip again, with the same operations and parents, over the rewritten tree
+    message = run_git(victim, "log", "-1", "--format=%B", ref)
+    parents = run_git(victim, "log", "-1", "--format=%P", ref).split()
+    forged = commit_tree(victim, write_tree(victim, files), message + "\n", *parents)
+    run_git(victim, "update-ref", ref, forged)
+    result = cli(victim, "--json", "doctor")
+    assert result.code == 1
+    failed = [c for c in result.json()["checks"] if not c["ok"]]
+    assert any(job in c["name"] for c in failed), failed
