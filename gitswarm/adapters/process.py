@@ -55,7 +55,7 @@ class ProcessResult:
     stderr_dropped: int
     duration: float
     timed_out: bool = False
-    stopped: str | None = None  # why we killed it: "timeout", "cancelled", "lease lost", "interrupted"
+    stopped: str | None = None  # why we killed it: "timeout", "cancelled", "lease lost", "supervisor gone", "interrupted"
     error: str | None = None  # could not start
 
 

@@ -5,23 +5,37 @@ The supervisor reaps them: a worker that died has its adapter's process
 group killed and its leases expired at once, and is replaced while work
 remains. It also expires stale leases of workers it does not know (another
 supervisor's, killed with -9), and reports progress as events.
+
+Workers die with their supervisor, kill -9 included: on Linux the kernel
+sends them SIGTERM when it dies (PR_SET_PDEATHSIG), and every worker also
+watches its parent pid. Either way it kills its adapter's process group and
+exits without writing; its leases run out and are requeued by the next run or
+`gitswarm recover`. SIGTERM to the supervisor stops it as Ctrl-C does (workers
+stopped, their tasks requeued), then raises Terminated.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
+import sqlite3
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 from gitswarm.engine.swarm import Swarm
-from gitswarm.engine.worker import Worker, WorkerOptions
+from gitswarm.engine.worker import IndexGuard, Worker, WorkerOptions
+from gitswarm.model.errors import GitswarmError
 from gitswarm.model.ids import new_id
+from gitswarm.store.index import IndexBroken
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
@@ -29,8 +43,16 @@ POLL_SECONDS = 0.05
 IDLE_MIN_SECONDS = 0.002
 IDLE_MAX_SECONDS = 0.2
 FINISHED = ("succeeded", "failed", "cancelled")
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 _fork = multiprocessing.get_context("fork")
+
+
+class Terminated(GitswarmError):
+    """SIGTERM stopped the run: its workers were stopped and their tasks requeued."""
+
+    exit_code = EXIT_TERMINATED
 
 
 @dataclass(frozen=True)
@@ -55,13 +77,19 @@ def is_done(swarm: Swarm, options: WorkOptions) -> bool:
     return False
 
 
-def worker_main(path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any) -> None:
+def worker_main(
+    path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any, supervisor: int | None = None
+) -> None:
     """The body of one worker process; `adapter_pgid` and the `done` event are shared with the supervisor.
 
     The first worker to find the work done sets `done`, which wakes the idle
-    ones at once instead of after their backoff sleep.
+    ones at once instead of after their backoff sleep. `supervisor` is the pid
+    of the process that forked this one: the worker does not outlive it.
     """
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # first: the parent-death signal must land here
+    if supervisor is not None and not die_with_parent(supervisor):
+        return  # the supervisor died before we asked to die with it
+    supervised = (lambda: True) if supervisor is None else (lambda: os.getppid() == supervisor)
     swarm = Swarm(path)
     swarm.ledger.trusted_remotes = options.worker.trusted_remotes
     workdir = swarm.repo.workdir or Path(path)
@@ -69,14 +97,24 @@ def worker_main(path: str, owner: str, options: WorkOptions, adapter_pgid: Any, 
     def on_adapter(pgid: int) -> None:
         adapter_pgid.value = pgid
 
-    worker = Worker(swarm.ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter)
+    worker = Worker(
+        swarm.ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter, supervised=supervised
+    )
     idle = IDLE_MIN_SECONDS
     try:
-        while True:
-            if worker.step().lease is not None:
+        while supervised():
+            try:
+                swarm.index.check_file()
+                claimed = worker.step().lease is not None
+                finished = not claimed and is_done(swarm, options)
+            except sqlite3.DatabaseError as exc:
+                worker.guard.recover(exc)
+                continue
+            worker.guard.ok()
+            if claimed:
                 idle = IDLE_MIN_SECONDS
                 continue
-            if is_done(swarm, options):
+            if finished:
                 done.set()
                 return
             if done.wait(idle):
@@ -84,8 +122,26 @@ def worker_main(path: str, owner: str, options: WorkOptions, adapter_pgid: Any, 
             idle = min(idle * 2, IDLE_MAX_SECONDS)
     except KeyboardInterrupt:
         return
+    except IndexBroken as exc:
+        raise SystemExit(f"gitswarm: worker {owner}: {exc}") from None
     finally:
         swarm.close()
+
+
+def die_with_parent(parent: int) -> bool:
+    """Ask the kernel to SIGTERM this process when its parent dies (Linux); False if it already has.
+
+    SIGTERM, not SIGKILL: the worker must live on long enough to kill its
+    adapter's process group, which runs in a session of its own and gets no
+    signal. The parent may have died before the request took effect, hence
+    the check after it. The signal follows the parent *thread*: fork workers
+    from the thread that outlives them. Elsewhere, only the check of the
+    parent pid in the worker's loop and heartbeat remains.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    return os.getppid() == parent
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -105,53 +161,91 @@ class Supervisor:
         self.since = 0.0 if options.job else swarm.clock()
         self.path = str(swarm.repo.workdir or swarm.repo.common_dir)
         self.done = _fork.Event()
+        self.guard = IndexGuard(swarm.ledger)
+        self.terminated = False  # set by SIGTERM; the next poll stops the run
 
     def _start_worker(self) -> None:
         owner = f"w-{new_id()[-8:]}"
         pgid = _fork.Value("i", 0, lock=False)
-        process = _fork.Process(target=worker_main, args=(self.path, owner, self.options, pgid, self.done), name=owner, daemon=False)
+        args = (self.path, owner, self.options, pgid, self.done, os.getpid())
+        process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
         process.start()
         self.workers[owner] = process
         self.adapter_pgids[owner] = pgid
 
     def run(self) -> set[str]:
-        """Work until done; the jobs whose tasks changed meanwhile. Ctrl-C stops every worker
-        and requeues what they held."""
+        """Work until done; the jobs whose tasks changed meanwhile.
+
+        Ctrl-C, SIGTERM (raised as Terminated) and any error stop every worker
+        and requeue what they held.
+        """
         started = time.monotonic()
         self.on_event({"event": "start", "job": self.options.job, "workers": self.options.workers})
-        for _ in range(self.options.workers):
-            self._start_worker()
-        try:
-            while True:
-                self._reap()
-                self.swarm.ledger.expire(self.swarm.clock())
-                self._report()
-                if is_done(self.swarm, self.options):
-                    self.done.set()
-                    if not any(p.is_alive() for p in self.workers.values()):
-                        break
-                # Wake early when a worker exits: the last one out ends the run.
-                wait([p.sentinel for p in self.workers.values()], timeout=POLL_SECONDS)
-        except KeyboardInterrupt:
-            self.stop()
-            raise
-        finally:
-            self._report()
+        with self._sigterm_stops():
+            finished = False
+            try:
+                for _ in range(self.options.workers):
+                    self._start_worker()
+                self._supervise()
+                finished = True
+            finally:
+                if not finished:
+                    self.stop()
+                    with contextlib.suppress(sqlite3.DatabaseError):  # an index that failed for good has nothing to say
+                        self._report()
+        self._report()
         self.on_event({"event": "done", "job": self.options.job, "wall": round(time.monotonic() - started, 3)})
         return {job for job, _ in self.seen}
 
+    def _supervise(self) -> None:
+        """Poll until the work is done. An index that fails is rebuilt and the polling goes on."""
+        while not self.terminated:
+            try:
+                self.swarm.index.check_file()
+                self._reap()
+                self.swarm.ledger.expire(self.swarm.clock())
+                self._report()
+                done = is_done(self.swarm, self.options)
+            except sqlite3.DatabaseError as exc:
+                self.guard.recover(exc)
+                continue
+            self.guard.ok()
+            if done:
+                self.done.set()
+                if not any(p.is_alive() for p in self.workers.values()):
+                    return
+            else:
+                while len(self.workers) < self.options.workers:  # replace the workers that died
+                    self._start_worker()
+            # Wake early when a worker exits: the last one out ends the run.
+            wait([p.sentinel for p in self.workers.values()], timeout=POLL_SECONDS)
+        raise Terminated("terminated by SIGTERM: workers stopped, their tasks requeued")
+
+    @contextlib.contextmanager
+    def _sigterm_stops(self) -> Iterator[None]:
+        """While supervising, SIGTERM stops the run at the next poll, as Ctrl-C does, instead
+        of killing the supervisor and leaving its workers' leases to run out."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # only the main thread can handle signals
+            return
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        self.terminated = True
+
     def _reap(self) -> None:
-        done = is_done(self.swarm, self.options)
         for owner, process in list(self.workers.items()):
             if process.is_alive():
                 continue
             process.join()
+            requeued = self.release(owner)  # should the index fail here, the next poll releases it again
             del self.workers[owner]
-            requeued = self.release(owner)
             if process.exitcode != 0 or requeued:
                 self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued})
-            if not done:
-                self._start_worker()
 
     def release(self, owner: str) -> list[str]:
         """A worker is gone: kill the adapter it left running and requeue its tasks."""
@@ -165,15 +259,19 @@ class Supervisor:
         return [f"{job}/{task}" for job, task in expired]
 
     def stop(self) -> None:
+        """SIGTERM every worker (each kills its adapter's group), then requeue what they held."""
         for process in self.workers.values():
             if process.is_alive():
                 process.terminate()
-        for owner, process in list(self.workers.items()):
+        for process in self.workers.values():
             process.join(timeout=5)
             if process.is_alive():
                 process.kill()
                 process.join()
-            self.release(owner)
+        for owner in list(self.workers):
+            # With an index that failed for good, the leases run out instead: `gitswarm recover` requeues them.
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self.release(owner)
         self.workers.clear()
 
     def _report(self) -> None:

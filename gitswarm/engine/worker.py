@@ -1,14 +1,17 @@
 """A worker: claim a task, run its adapter while renewing the lease, write the result.
 
 One iteration per `step()` call, with an injectable clock, so the loop can be
-driven and tested a step at a time. A worker that loses its lease kills its
-adapter's process group at once and writes nothing.
+driven and tested a step at a time. A worker that loses its lease, or whose
+supervisor is gone, kills its adapter's process group at once and writes
+nothing. A query that fails on the index (a damaged, truncated or deleted
+file) has the index rebuilt from the refs, and the work goes on.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +26,12 @@ from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, LeaseLost
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 from gitswarm.store.gitcli import GitCommandError
+from gitswarm.store.index import IndexBroken
 from gitswarm.store.ledger import Lease, Ledger
 from gitswarm.store.worktrees import Worktrees
 
 CANCEL_POLL_SECONDS = 0.25
+INDEX_RECOVERIES = 3  # index failures in a row that are rebuilt before giving up
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,32 @@ class StepResult:
     error: str | None = None
 
 
+class IndexGuard:
+    """Rebuild the index when a query on it fails; after a few failures with no
+    success in between, raise IndexBroken rather than loop for ever."""
+
+    def __init__(self, ledger: Ledger, tries: int = INDEX_RECOVERIES) -> None:
+        self.ledger = ledger
+        self.tries = tries
+        self.failures = 0
+
+    def recover(self, exc: sqlite3.DatabaseError) -> None:
+        """The index failed with `exc`: rebuild it from the refs (or reopen the one another process rebuilt)."""
+        while True:
+            self.failures += 1
+            if self.failures > self.tries:
+                raise IndexBroken(f"the index {self.ledger.index.path} kept failing after {self.tries} rebuilds: {exc}") from exc
+            try:
+                self.ledger.index.recover(self.ledger.refs)
+                return
+            except sqlite3.DatabaseError as again:
+                exc = again
+
+    def ok(self) -> None:
+        """A query went through: the count of failures in a row starts again."""
+        self.failures = 0
+
+
 class Worker:
     def __init__(
         self,
@@ -61,6 +92,7 @@ class Worker:
         on_adapter: Callable[[int], None] = lambda pgid: None,
         registry: Registry | None = None,
         worktrees: Worktrees | None = None,
+        supervised: Callable[[], bool] = lambda: True,
     ) -> None:
         self.ledger = ledger
         self.workdir = workdir
@@ -73,6 +105,8 @@ class Worker:
         self.registry = registry or repo_registry(repo.workdir)
         self.worktrees = worktrees or Worktrees(repo.workdir or repo.common_dir, repo.common_dir)
         self.next_lease: Lease | None = None  # claimed together with the last finish
+        self.supervised = supervised  # False once the supervisor is gone: stop, write nothing
+        self.guard = IndexGuard(ledger)
 
     def step(self) -> StepResult:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
@@ -92,7 +126,7 @@ class Worker:
 
     def execute(self, lease: Lease) -> StepResult:
         spec = lease.spec
-        heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease)
+        heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised)
         try:
             ctx = self._context(lease)
             adapter = self.registry.get(spec.adapter)
@@ -101,13 +135,13 @@ class Worker:
                 if lease.base is None:
                     raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
                 delegation = Delegation(self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor)
-                outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost)
+                outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost is not None)
             else:
                 outcome = execute(adapter, spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
         except (BadInput, GitCommandError) as exc:
             outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
         if heartbeat.lost:
-            return StepResult(lease, accepted=False, error="lease lost")
+            return StepResult(lease, accepted=False, error=heartbeat.lost)
         return self._finish(lease, outcome)
 
     def _context(self, lease: Lease) -> RunContext:
@@ -141,41 +175,68 @@ class Worker:
         return run
 
     def _finish(self, lease: Lease, outcome: Outcome) -> StepResult:
-        """Write the result and, in the same critical section, claim the next task."""
+        """Write the result and, in the same critical section, claim the next task.
+
+        If the index fails under the write, it is rebuilt and the write made
+        once more: the fencing token refuses it if the lease did not survive
+        the rebuild (or if the first write had reached the ref after all).
+        """
         try:
-            _, self.next_lease = self.ledger.finish_and_claim(
-                lease,
-                outcome.ok,
-                self.clock(),
-                self.options.lease,
-                error=outcome.error,
-                artifacts=outcome.artifacts,
-                retryable=outcome.retryable,
-                job_id=self.options.job,
-                exclude=self.options.exclude,
-                skip_jobs=self.options.skip_jobs,
-            )
+            try:
+                self.next_lease = self._write(lease, outcome)
+            except sqlite3.DatabaseError as exc:
+                self.guard.recover(exc)
+                self.next_lease = self._write(lease, outcome)
         except LeaseLost as exc:
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
         return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
+
+    def _write(self, lease: Lease, outcome: Outcome) -> Lease | None:
+        _, next_lease = self.ledger.finish_and_claim(
+            lease,
+            outcome.ok,
+            self.clock(),
+            self.options.lease,
+            error=outcome.error,
+            artifacts=outcome.artifacts,
+            retryable=outcome.retryable,
+            job_id=self.options.job,
+            exclude=self.options.exclude,
+            skip_jobs=self.options.skip_jobs,
+        )
+        return next_lease
 
     def _store_blob(self, data: bytes, dropped: int) -> BlobRef:
         return BlobRef(oid=self.write_blob(data), size=len(data) + dropped, truncated=dropped)
 
 
 class _Heartbeat:
-    """Called on every tick of a running process: renew when due, stop if the lease is gone."""
+    """Called on every tick of a running process: renew when due, stop if the lease
+    or the supervisor is gone (`lost` says which)."""
 
-    def __init__(self, ledger: Ledger, lease: Lease, clock: Callable[[], float], ttl: float) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        lease: Lease,
+        clock: Callable[[], float],
+        ttl: float,
+        guard: IndexGuard,
+        supervised: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.ledger = ledger
         self.lease = lease
         self.clock = clock
         self.ttl = ttl
         self.interval = ttl / 3
         self.renewed = clock()
-        self.lost = False
+        self.guard = guard
+        self.supervised = supervised
+        self.lost: str | None = None
 
     def tick(self) -> str | None:
+        if not self.supervised():
+            self.lost = "supervisor gone"
+            return self.lost
         now = self.clock()
         try:
             if now - self.renewed >= self.interval:
@@ -184,6 +245,10 @@ class _Heartbeat:
             elif not self.ledger.held(self.lease, now):
                 raise LeaseLost("lease no longer held")
         except LeaseLost:
-            self.lost = True
-            return "lease lost"
+            self.lost = "lease lost"
+            return self.lost
+        except sqlite3.DatabaseError as exc:
+            self.guard.recover(exc)  # the next tick asks the rebuilt index whether the lease survived
+            return None
+        self.guard.ok()
         return None

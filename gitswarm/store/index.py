@@ -2,7 +2,8 @@
 
 It lives in the git common dir (shared by every worktree), in WAL mode. It
 records per job the ref tip it last indexed; `refresh` re-indexes whatever
-moved. A missing, corrupt or old-format index is rebuilt from the refs.
+moved. A missing, corrupt or old-format index is rebuilt from the refs, and
+so is one that fails or is deleted under a running process (`recover`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import msgspec
 
 from gitswarm.model.artifacts import Artifact, artifact_id
-from gitswarm.model.errors import BadInput, CorruptRecord, NewerFormat
+from gitswarm.model.errors import BadInput, CorruptRecord, InternalError, NewerFormat
 from gitswarm.model.ids import check_job_id
 from gitswarm.model.records import Job, JobState, Task, TaskState
 from gitswarm.store.jobs import JobRefs, Snapshot
@@ -102,6 +103,24 @@ def index_path(common_dir: Path) -> Path:
     return common_dir / "gitswarm" / "index.sqlite"
 
 
+class IndexReplaced(sqlite3.DatabaseError):
+    """The index file was deleted or replaced under an open connection (which would
+    otherwise go on reading the orphaned file without an error)."""
+
+
+class IndexBroken(InternalError):
+    """The index failed and could not be rebuilt from the refs."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, or None when there is none."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 JOB_COLUMNS = "id, goal, created, status, counts, updated"
 
 
@@ -177,6 +196,7 @@ class Index:
             db.close()
             self._create()
             db = self._open()
+        self._file = _identity(self.path)
         return db
 
     def _open(self) -> sqlite3.Connection:
@@ -218,6 +238,37 @@ class Index:
         if not self.in_memory:
             self._remove_files()
 
+    _file: tuple[int, int] | None = None  # (device, inode) of the file this connection opened
+
+    def check_file(self) -> None:
+        """Raise IndexReplaced if the index file was deleted or replaced since this connection opened it."""
+        if self._file is not None and _identity(self.path) != self._file:
+            raise IndexReplaced(f"{self.path} was deleted or replaced")
+
+    def recover(self, refs: JobRefs) -> list[str]:
+        """Rebuild the index from the refs after a query failed on it; the jobs re-indexed.
+
+        For a process whose index was damaged, truncated, deleted or replaced
+        under it. The file is replaced under the writers' flock, so that one
+        process rebuilds it and the others, finding a new file, reopen that
+        one instead of deleting it again. Leases come back from the claims in
+        the refs; renewals since then are lost.
+        """
+        if self._file is None:
+            raise IndexBroken("the index in memory failed")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        try:
+            with contextlib.suppress(sqlite3.Error):  # a connection to a damaged file is dropped either way
+                self.db.close()
+            if _identity(self.path) in (self._file, None):
+                self._remove_files()  # still the file that failed, or the -wal and -shm of a deleted one
+            self.db = self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            raise IndexBroken(f"the index {self.path} failed and could not be rebuilt: {exc}") from exc
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+        return self.refresh(refs)
+
     @contextlib.contextmanager
     def immediate(self) -> Iterator[sqlite3.Connection]:
         """One short write transaction; every lease operation runs inside one.
@@ -229,6 +280,7 @@ class Index:
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_EX)
         try:
+            self.check_file()
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
