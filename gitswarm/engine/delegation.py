@@ -17,7 +17,8 @@ from pathlib import Path
 
 from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext, Runner, execute
 from gitswarm.adapters.shell import tail
-from gitswarm.engine.verify import outside_state, verify
+from gitswarm.engine.integrity import Watch, describe, snapshot, violations
+from gitswarm.engine.verify import verify
 from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.gitrepo import GitRepo
@@ -47,18 +48,21 @@ class Delegation:
             if setup.exit_code != 0:
                 return Outcome(ok=False, error=f"setup failed ({setup.stopped or f'exit {setup.exit_code}'}): {tail(setup.stderr, 1)}")
         artifacts: list[Artifact] = []
+        watch = Watch(self.repo.workdir, self.repo.common_dir, worktree.path, self.worktrees.root)
         for round_ in range(spec.repair_rounds + 1):
-            before = outside_state(self.repo.workdir, self.repo.common_dir, worktree.path)
+            before = snapshot(watch, self.now())
             said = execute(adapter, spec, ctx, run, self.store, self.now)
             if lost():
                 return Outcome(ok=False, error="lease lost")
             artifacts.extend(said.artifacts)
+            # Before the agent's own word: one that wrote outside and then failed is not retried.
+            escaped = violations(watch, before, snapshot(watch, self.now()))
+            if escaped:
+                return Outcome(ok=False, error=describe(escaped), artifacts=artifacts, retryable=False)
             if not said.ok and said.error:
                 # The agent said it failed (an error result, a refused edit): what it
                 # left in the worktree is not work to verify.
                 return Outcome(ok=False, error=said.error, artifacts=artifacts)
-            if outside_state(self.repo.workdir, self.repo.common_dir, worktree.path) != before:
-                return Outcome(ok=False, error="integrity: the worker wrote outside its worktree", artifacts=artifacts, retryable=False)
             message = f"gitswarm: {ctx.job}/{ctx.task} attempt {ctx.attempt} round {round_}\n"
             try:
                 captured = self.worktrees.capture(worktree, message, leave_out=included)

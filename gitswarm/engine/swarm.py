@@ -28,6 +28,7 @@ from gitswarm.store.index import Index
 from gitswarm.store.verdicts import VerdictNotes
 from gitswarm.store.jobs import JobRefs
 from gitswarm.store.ledger import Ledger
+from gitswarm.store.worktrees import check_includes
 
 Clock = Callable[[], float]
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -152,6 +153,8 @@ class Swarm:
     def submit_text(self, text: str, source: str = "spec", approve: bool = False) -> str:
         spec = parse_spec(text, self.adapter_facts(), source, approve=approve)
         base, base_ref = self.pin_base(spec.base, any(t.mode == "implement" for t in spec.tasks))
+        if base is not None and any(t.mode == "implement" for t in spec.tasks):
+            check_includes(self.repo.workdir, base)
         return self.ledger.submit(spec, self.clock(), source=Path(source).name, base=base, base_ref=base_ref)
 
     def pin_base(self, rev: str | None, needed: bool) -> tuple[str | None, str | None]:

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.model.artifacts import FileChange
+from gitswarm.model.errors import BadInput
 from gitswarm.model.paths import quote_path
 from gitswarm.store.gitcli import IDENTITY, GitCommandError, git
 
 BRANCH_PREFIX = "swarm/"
+INCLUDE_LISTING = ".gitswarm/worktree-include"
+DEFAULT_ROOT_NAME = "worktrees"  # under <git-common-dir>/gitswarm
+GITLINK = b"160000"
 
 
 def branch_name(job: str, task: str) -> str:
@@ -42,7 +46,8 @@ class Capture:
 
 
 class WorktreeViolation(Exception):
-    """The worker broke the rules of its worktree (switched branch, rewrote history below the base)."""
+    """The worker broke the rules of its worktree: switched branch, rewrote history below the base,
+    re-pointed the worktree at another repository, or left a git repository inside it."""
 
 
 ROOT_VARIABLE = "GITSWARM_WORKTREE_ROOT"
@@ -51,12 +56,44 @@ ROOT_VARIABLE = "GITSWARM_WORKTREE_ROOT"
 def default_root(common_dir: Path) -> Path:
     """Where worktrees go: $GITSWARM_WORKTREE_ROOT (e.g. a fast disk), else inside the git dir."""
     configured = os.environ.get(ROOT_VARIABLE)
-    return Path(configured).expanduser().resolve() if configured else common_dir / "gitswarm" / "worktrees"
+    return Path(configured).expanduser().resolve() if configured else common_dir / "gitswarm" / DEFAULT_ROOT_NAME
+
+
+def include_names(repo_dir: Path) -> list[str]:
+    """The paths `.gitswarm/worktree-include` lists (one a line; blank lines and `#` comments skipped)."""
+    listing = repo_dir / INCLUDE_LISTING
+    if not listing.is_file():
+        return []
+    try:
+        text = listing.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read {INCLUDE_LISTING}: {getattr(exc, 'strerror', None) or exc}") from None
+    return [name for name in (line.strip() for line in text.splitlines()) if name and not name.startswith("#")]
+
+
+def check_includes(repo_dir: Path | None, base: str) -> None:
+    """Refuse an include listing that names a file tracked at `base`.
+
+    Include files are copied from the user's tree and left out of the
+    patch: the agent's changes to a tracked file of that name would be
+    dropped without a word.
+    """
+    names = include_names(repo_dir) if repo_dir is not None else []
+    if repo_dir is None or not names:
+        return
+    tracked = _tracked(repo_dir, base, names)
+    if tracked:
+        listed = ", ".join(tracked)
+        raise BadInput(
+            f"{INCLUDE_LISTING} lists {listed}, tracked at {base[:12]}: include files are left out of patches, "
+            "so an agent's changes to it would be lost; remove it from the listing"
+        )
 
 
 class Worktrees:
     def __init__(self, repo_dir: Path, common_dir: Path, root: Path | None = None) -> None:
         self.repo_dir = repo_dir
+        self.common_dir = common_dir
         self.root = root or default_root(common_dir)
 
     def path_for(self, job: str, task: str) -> Path:
@@ -81,14 +118,17 @@ class Worktrees:
         return Worktree(path, branch, base)
 
     def copy_includes(self, worktree: Worktree, source: Path) -> list[str]:
-        """Copy the files listed in `.gitswarm/worktree-include` (e.g. `.env`) from the user's tree."""
-        listing = source / ".gitswarm" / "worktree-include"
-        if not listing.is_file():
-            return []
+        """Copy the files listed in `.gitswarm/worktree-include` (e.g. `.env`) from the user's tree.
+
+        A name tracked at the base is not copied (submit refuses such a
+        listing; this covers one changed since): the base has the file, and
+        the agent's changes to it belong in the patch.
+        """
+        names = include_names(source)
+        tracked = set(_tracked(worktree.path, worktree.base, names)) if names else set()
         copied = []
-        for line in listing.read_text().splitlines():
-            name = line.strip()
-            if not name or name.startswith("#"):
+        for name in names:
+            if name in tracked:
                 continue
             src = (source / name).resolve()
             if not src.is_file() or not src.is_relative_to(source.resolve()):
@@ -106,14 +146,23 @@ class Worktrees:
         `.env`): they were never the agent's work and must not reach a branch.
         """
         path = worktree.path
+        common = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path, check=False).decode().strip()
+        if not common or Path(common).resolve() != self.common_dir.resolve():
+            raise WorktreeViolation(f"the worker re-pointed its worktree at another repository ({common or 'none'})")
         head_ref = git(["symbolic-ref", "-q", "HEAD"], path, check=False).decode().strip()
         if head_ref != f"refs/heads/{worktree.branch}":
             raise WorktreeViolation(f"the worker switched its worktree to {head_ref or 'a detached HEAD'}")
         if not _is_ancestor(path, worktree.base, "HEAD"):
             raise WorktreeViolation(f"the worker rewrote history below the base {worktree.base[:12]}")
+        nested = _nested_repositories(path)
+        if nested:
+            raise WorktreeViolation(f"a git repository inside the worktree at {nested} (git init or clone): it cannot be part of a patch")
         git(["add", "-A"], path)
         if leave_out:
             git(["reset", "-q", "--", *(f":(literal){name}" for name in leave_out)], path)
+        dangling = _dangling_gitlinks(path, worktree.base)
+        if dangling:
+            raise WorktreeViolation(f"a gitlink (submodule commit) without a .gitmodules entry at {dangling}: it cannot be part of a patch")
         if git(["status", "--porcelain"], path).strip():
             git(["commit", "-q", "--no-verify", "-m", message], path, env=IDENTITY)
         head = git(["rev-parse", "HEAD"], path).decode().strip()
@@ -146,6 +195,43 @@ def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
     except GitCommandError:
         return False
     return True
+
+
+def _tracked(cwd: Path, commit: str, names: Sequence[str]) -> list[str]:
+    """The names that are files (or symlinks, or gitlinks) in `commit`; names outside the tree are none."""
+    inside = [name for name in names if not os.path.isabs(name) and ".." not in Path(name).parts]
+    if not inside:
+        return []
+    out = git(["ls-tree", "-r", "-z", "--name-only", commit, "--", *(f":(literal){name}" for name in inside)], cwd)
+    found = set(out.split(b"\0"))
+    return [name for name in names if os.fsencode(name) in found]
+
+
+def _nested_repositories(path: Path) -> str | None:
+    """The directories under `path` that git sees as repositories of their own (untracked, not
+    ignored), the first three for a message; None when there are none.
+
+    `git ls-files --others` lists each untracked file, and a nested
+    repository as its directory with a trailing slash. `git add -A` would
+    fail on one with no commit and make a dangling gitlink of the others.
+    """
+    out = git(["ls-files", "-z", "--others", "--exclude-standard"], path)
+    nested = [entry for entry in out.split(b"\0") if entry.endswith(b"/")]
+    return ", ".join(quote_path(entry.rstrip(b"/")) for entry in nested[:3]) if nested else None
+
+
+def _dangling_gitlinks(path: Path, base: str) -> str | None:
+    """Gitlinks staged or committed since `base` that `.gitmodules` does not declare (a worker that
+    wrote one into the index itself), the first three for a message; None when there are none."""
+    out = git(["diff-index", "--cached", "-z", "--no-renames", base], path)
+    fields = out.split(b"\0")
+    links = [fields[i + 1] for i in range(0, len(fields) - 1, 2) if fields[i].split(b" ")[1:2] == [GITLINK]]
+    if not links:
+        return None
+    declared = git(["config", "-z", "--blob", ":.gitmodules", "--get-regexp", r"^submodule\..*\.path$"], path, check=False)
+    paths = {entry.partition(b"\n")[2] for entry in declared.split(b"\0")}
+    dangling = [link for link in links if link not in paths]
+    return ", ".join(quote_path(link) for link in dangling[:3]) if dangling else None
 
 
 def numstat(cwd: Path, base: str, head: str) -> tuple[FileChange, ...]:
