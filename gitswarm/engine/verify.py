@@ -8,7 +8,6 @@ exactly the head SHA that was checked, also written as a note on it.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,33 +150,3 @@ def _audit(
     if not said.ok:
         return Judgement(malformed=f"the auditor failed: {said.error}")
     return parse_auditor(said.text)
-
-
-def outside_state(workdir: Path | None, common_dir: Path, worktree: Path) -> tuple:
-    """What a worker must not touch, to compare before and after it ran.
-
-    The user's working tree (its status), the repository's hooks, config and
-    info files, and the files beside the task's worktree under gitswarm's
-    worktree root. Sibling worktrees are not watched: other tasks write there.
-    """
-    status = b""
-    if workdir is not None and os.path.isdir(workdir):
-        status = git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], workdir)
-    watched = [common_dir / "config", *_files(common_dir / "hooks"), *_files(common_dir / "info")]
-    watched += _files(worktree.parent) + _files(worktree.parent.parent)
-    return status, tuple(sorted((str(p), *_stamp(p)) for p in watched))
-
-
-def _files(directory: Path) -> list[Path]:
-    try:
-        return [entry for entry in directory.iterdir() if not entry.is_dir() or entry.is_symlink()]
-    except OSError:
-        return []
-
-
-def _stamp(path: Path) -> tuple[int, int]:
-    try:
-        stat = path.lstat()
-    except OSError:
-        return (-1, -1)
-    return (stat.st_size, stat.st_mtime_ns)
