@@ -1,8 +1,8 @@
 """Each agent run gets an environment built from an allow-list and a home of its own.
 
 Never the whole parent environment, never the real home: only PATH, the
-locale and terminal variables, the variables the adapter spec names (its API
-key, its endpoint), the task's own `env`, and the few files under the real
+locale and terminal variables, the proxy and certificate variables, the
+variables the adapter spec names (its API key, its endpoint), the task's own `env`, and the few files under the real
 home that the spec declares (the agent's own config or credentials), linked
 into a fresh directory that is removed after the run.
 """
@@ -18,7 +18,14 @@ from pathlib import Path
 from gitswarm.adapters.agentspec import AgentSpec, StateHome
 
 #: Passed through from the caller when set: what any program needs to run.
-BASE_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+BASE_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "TMPDIR")
+#: Passed through from the caller when set, to every agent: how it reaches the network
+#: behind a proxy and which extra certificate authorities it trusts (Node reads
+#: NODE_EXTRA_CA_CERTS, Python's requests REQUESTS_CA_BUNDLE, OpenSSL SSL_CERT_*).
+NETWORK_ALLOW = (
+    "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy",
+    "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR",
+)
 #: Set for every run: git never prompts and no pager waits for a keypress.
 FIXED = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_EDITOR": "true", "EDITOR": "true"}
 SCRATCH_PREFIX = "gitswarm-run-"
@@ -32,7 +39,7 @@ def make_scratch() -> Path:
 def run_environment(
     spec: AgentSpec, parent: Mapping[str, str], task_env: Mapping[str, str], home: Path
 ) -> dict[str, str]:
-    env = {name: parent[name] for name in BASE_ALLOW if name in parent}
+    env = {name: parent[name] for name in (*BASE_ALLOW, *NETWORK_ALLOW) if name in parent}
     env.update((name, parent[name]) for name in spec.pass_env if name in parent)
     env.update(spec.env)
     env.update(task_env)

@@ -14,6 +14,7 @@ from gitswarm.adapters.agentspec import AgentSpec, load_spec
 from gitswarm.adapters.isolation import (
     BASE_ALLOW,
     FIXED,
+    NETWORK_ALLOW,
     SCRATCH_PREFIX,
     build_home,
     make_scratch,
@@ -85,6 +86,23 @@ def test_precedence_is_parent_then_spec_then_task_then_fixed(tmp_path: Path) -> 
     assert env["HOME"] == str(tmp_path)  # the ephemeral home, whatever the task said
 
 
+PROXIES = {
+    "HTTPS_PROXY": "http://proxy.corp:3128", "https_proxy": "http://proxy.corp:3128",
+    "HTTP_PROXY": "http://proxy.corp:3128", "http_proxy": "http://proxy.corp:3128",
+    "NO_PROXY": "localhost,.corp", "no_proxy": "localhost,.corp",
+    "ALL_PROXY": "socks5://proxy.corp:1080", "all_proxy": "socks5://proxy.corp:1080",
+    "NODE_EXTRA_CA_CERTS": "/etc/corp/ca.pem", "REQUESTS_CA_BUNDLE": "/etc/corp/ca.pem",
+    "SSL_CERT_FILE": "/etc/corp/ca.pem", "SSL_CERT_DIR": "/etc/corp/certs",
+}
+
+
+def test_proxy_and_certificate_variables_reach_every_agent_without_pass_env() -> None:
+    assert set(PROXIES) == set(NETWORK_ALLOW)
+    env = run_environment(spec(""), {**PARENT, **PROXIES}, {}, Path("/h"))
+    assert {name: env[name] for name in PROXIES} == PROXIES
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+
+
 def test_a_task_user_is_kept() -> None:
     env = run_environment(spec(""), PARENT, {"USER": "task-user"}, Path("/h"))
     assert env["USER"] == "task-user"
@@ -94,7 +112,7 @@ NAMES = st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True)
 
 
 @given(
-    parent=st.dictionaries(NAMES | st.sampled_from(BASE_ALLOW), st.text(max_size=5), max_size=12),
+    parent=st.dictionaries(NAMES | st.sampled_from(BASE_ALLOW + NETWORK_ALLOW), st.text(max_size=5), max_size=12),
     pass_env=st.lists(NAMES, max_size=4),
 )
 def test_a_planted_secret_never_passes(parent: dict[str, str], pass_env: list[str]) -> None:
@@ -103,9 +121,9 @@ def test_a_planted_secret_never_passes(parent: dict[str, str], pass_env: list[st
     agent = AgentSpec(executable="agent", pass_env=pass_env)
     env = run_environment(agent, parent, {}, Path("/ephemeral"))
     assert "PLANTED_SECRET" not in env
-    allowed = set(BASE_ALLOW) | set(pass_env) | set(FIXED) | {"HOME", "USER"}
+    allowed = set(BASE_ALLOW) | set(NETWORK_ALLOW) | set(pass_env) | set(FIXED) | {"HOME", "USER"}
     assert set(env) <= allowed
-    for name in set(BASE_ALLOW) | set(pass_env):
+    for name in set(BASE_ALLOW) | set(NETWORK_ALLOW) | set(pass_env):
         if name in FIXED:
             continue
         assert env.get(name) == parent.get(name)  # passed exactly when set in the parent
