@@ -158,11 +158,11 @@ def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
     base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
     if ours == theirs or base == theirs:
         return Plan(job_id, "unchanged", ours, theirs, theirs)
-    intake.check_job(job_id, theirs, ours)
+    brought = intake.check_job(job_id, theirs, ours)
     if ours is None or base == ours:
-        check_tip(repo, job_id, theirs)
+        check_tip(repo, job_id, theirs, brought if ours is None else None)  # a new job's commits are all brought
         return Plan(job_id, "new" if ours is None else "updated", ours, theirs, theirs)
-    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base)
+    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base, remote_only=brought)
     return Plan(job_id, "merged", ours, theirs, merged.tip, merged)
 
 

@@ -25,7 +25,7 @@ from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
 from gitswarm.model.ops import JobCreated
 from gitswarm.model.validate import check_artifact, check_op
 from gitswarm.store import layout
-from gitswarm.store.gitrepo import GitRepo
+from gitswarm.store.gitrepo import CommitInfo, GitRepo
 from gitswarm.store.jobs import Snapshot, parse_ops
 
 _FANS = (layout.TASKS_FANS, layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
@@ -55,13 +55,15 @@ class Intake:
         if self.spent > self.limits.max_pull:
             raise CorruptRecord(f"{where}: this pull passed its cap of {self.limits.max_pull} bytes ([pull] max_pull)")
 
-    def check_job(self, job_id: str, theirs: str, ours: str | None) -> None:
-        """Refuse (CorruptRecord) pulled history of `job_id` that is not well formed."""
+    def check_job(self, job_id: str, theirs: str, ours: str | None) -> list[CommitInfo]:
+        """Refuse (CorruptRecord) pulled history of `job_id` that is not well formed; the
+        commits it brings (oldest first), for the merge or the replay to reuse."""
         repo, where = self.repo, layout.job_ref(job_id)
         local = Snapshot(repo, job_id, ours) if ours is not None else None
         task_ids: frozenset[str] | None = frozenset(local.task_ids()) if local is not None else None
         job_blob = repo.tree_entry(local.tree, layout.JOB_PATH) if local is not None else None
-        for commit in repo.walk(theirs, hide=ours):
+        commits = list(repo.walk(theirs, hide=ours))
+        for commit in commits:
             at = f"{where}@{commit.oid[:12]}"
             self.charge(len(commit.message.encode()), at)
             if len(commit.parents) > 2:
@@ -79,6 +81,7 @@ class Intake:
         if task_ids is None or job_blob is None:
             raise CorruptRecord(f"{where}: history does not start with this job's job_created")
         self._check_tree(job_id, theirs, local, task_ids, job_blob)
+        return commits
 
     def _check_tree(self, job_id: str, theirs: str, local: Snapshot | None, task_ids: frozenset[str], job_blob: str) -> None:
         repo, where = self.repo, layout.job_ref(job_id)

@@ -84,9 +84,11 @@ def _seen(state: JobState, op: Op) -> JobState:
     return state if op.clock <= state.clock else msgspec.structs.replace(state, clock=op.clock)
 
 
-def history_ops(repo: GitRepo, local: str, remote: str, where: str) -> list[Op]:
-    """Every operation reachable from either tip, each once (by id); shared commits are read once."""
-    return unique_ops([*repo.walk(local), *repo.walk(remote, hide=local)], where)
+def history_ops(repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None) -> list[Op]:
+    """Every operation reachable from either tip, each once (by id); shared commits are read once.
+    `remote_only`: the commits reachable from `remote` and not from `local`, when already walked."""
+    theirs = remote_only if remote_only is not None else list(repo.walk(remote, hide=local))
+    return unique_ops([*repo.walk(local), *theirs], where)
 
 
 def unique_ops(commits: Iterable[CommitInfo], where: str) -> list[Op]:
@@ -110,7 +112,10 @@ def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
     return oids
 
 
-def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None) -> Merged:
+def merge_job(
+    repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None,
+    remote_only: list[CommitInfo] | None = None,
+) -> Merged:
     """Commit the merge of two diverged tips (parents: local, remote); the caller moves the ref.
 
     Its tree holds the canonical replay of every operation of both histories,
@@ -120,7 +125,7 @@ def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, b
     where = layout.job_ref(job_id)
     if (base or repo.merge_base(local, remote)) is None:
         raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
-    result = replay(history_ops(repo, local, remote, where), where)
+    result = replay(history_ops(repo, local, remote, where, remote_only), where)
     local_tree = repo.commit_info(local).tree
     paths: dict[str, str | None] = {}
     for path, oid in record_oids(repo, result).items():
@@ -140,14 +145,15 @@ def merge_job(repo: GitRepo, job_id: str, local: str, remote: str, actor: str, b
     return Merged(tip=tip, state=result.state, tasks=changed)
 
 
-def check_tip(repo: GitRepo, job_id: str, tip: str) -> None:
+def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None) -> None:
     """Refuse a history whose tip does not record the canonical replay of its operations.
 
     Compares the state record and every task record by blob id: no record is
-    decoded, and a forged or corrupt one anywhere is caught.
+    decoded, and a forged or corrupt one anywhere is caught. `commits`: every
+    commit of the history, oldest first, when the caller already walked them.
     """
     where = layout.job_ref(job_id)
-    commits = list(repo.walk(tip))
+    commits = commits if commits is not None else list(repo.walk(tip))
     created = parse_ops(commits[0], where) if commits else []
     if not created or commits[0].parents or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:
         raise CorruptRecord(f"{where}: history does not start with this job's job_created")
