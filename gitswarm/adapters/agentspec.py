@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
+from gitswarm.adapters.extends import resolve
+from gitswarm.adapters.names import spec_dirs
 from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
 from gitswarm.model.errors import BadInput
 from gitswarm.model.spec import parse_duration
@@ -125,22 +128,29 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
         return self.approve or bool(SIDE_EFFECTS & set(self.capabilities))
 
 
-def load_spec(path: Path) -> AgentSpec:
+def load_spec(path: Path, dirs: Sequence[Path] | None = None) -> AgentSpec:
     """Parse and check an adapter spec; every error names the file (and the key)."""
+    return load_spec_chain(path, dirs)[0]
+
+
+def load_spec_chain(path: Path, dirs: Sequence[Path] | None = None) -> tuple[AgentSpec, list[Path]]:
+    """The spec at `path` merged over the specs it `extends` (looked up in `dirs`, by default
+    beside it, then the user's and the shipped ones), and the files it was made of."""
+    lookup = list(dirs) if dirs is not None else [path.parent, *spec_dirs(None)]
+    table, chain = resolve(path, lookup)
+    source = str(path) + (f" (extending {', '.join(str(p) for p in chain[1:])})" if len(chain) > 1 else "")
     try:
-        spec = msgspec.toml.decode(path.read_bytes(), type=AgentSpec)
+        spec = msgspec.convert(table, type=AgentSpec)
     except msgspec.ValidationError as exc:
         message = str(exc).replace("Object contains unknown field", "unknown key")
-        raise BadInput(f"{path}: {message}") from None
-    except (msgspec.DecodeError, OSError) as exc:
-        raise BadInput(f"{path}: {exc}") from None
-    _check(spec, path)
-    return spec
+        raise BadInput(f"{source}: {message}") from None
+    _check(spec, source)
+    return spec, chain
 
 
-def _check(spec: AgentSpec, path: Path) -> None:
+def _check(spec: AgentSpec, source: str) -> None:
     def fail(message: str) -> None:
-        raise BadInput(f"{path}: {message}")
+        raise BadInput(f"{source}: {message}")
 
     if not spec.executable.strip():
         fail("executable is empty")
@@ -159,6 +169,8 @@ def _check(spec: AgentSpec, path: Path) -> None:
                 for name in _placeholders(word, f"{where}: {word!r}", fail):
                     if name not in PLACEHOLDERS:
                         fail(f"{where}: unknown placeholder {{{name}}} (known: {', '.join(sorted(PLACEHOLDERS))})")
+    if spec.args is not None and spec.analyze is not None and spec.implement is not None:
+        fail("args: unused, since [analyze] and [implement] both have their own args")
     used = {name for args in (spec.args_for("analyze"), spec.args_for("implement")) for name in _all_placeholders(args)}
     if spec.prompt == "file" and "prompt_file" not in used:
         fail('prompt = "file" needs {prompt_file} in the arguments')

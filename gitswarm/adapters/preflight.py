@@ -125,11 +125,14 @@ class PreflightCache:
 
 
 def _key(found: Found) -> str:
+    """Changes when the executable or any spec file it was made of (extends included) changes."""
+    files = found.files or ((found.source,) if found.source else ())
     parts = [found.name, found.source, found.executable or ""]
-    for path in (found.source, found.executable):
+    for path in (*files, found.executable):
         if path and os.path.isfile(path):
             stat = os.stat(path)
             parts.append(f"{stat.st_size}:{stat.st_mtime_ns}")
-    if found.source and os.path.isfile(found.source):
-        parts.append(hashlib.sha256(Path(found.source).read_bytes()).hexdigest())
+    for path in files:
+        if os.path.isfile(path):
+            parts.append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()

@@ -1,7 +1,9 @@
 """Which adapters exist here, by name: the built-in shell adapter and TOML specs.
 
-A repository's `.gitswarm/adapters/<name>.toml` overrides the spec gitswarm
-ships under the same name; `.gitswarm/prices.toml` overrides shipped prices.
+A repository's `.gitswarm/adapters/<name>.toml` overrides the user's
+(`~/.config/gitswarm/adapters/<name>.toml`), which overrides the spec gitswarm
+ships under the same name; prices likewise (`.gitswarm/prices.toml` over
+`~/.config/gitswarm/prices.toml` over the shipped table), model by model.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.adapters.agent import AgentAdapter
-from gitswarm.adapters.agentspec import AgentSpec, load_spec
+from gitswarm.adapters.agentspec import AgentSpec, load_spec_chain
 from gitswarm.adapters.base import Adapter
-from gitswarm.adapters.names import NOT_SPECS, adapter_names, shipped_dir, spec_dirs
+from gitswarm.adapters.names import NOT_SPECS, adapter_names, shipped_dir, spec_dirs, user_config_dir
 from gitswarm.adapters.pricing import PriceTable
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.model.errors import BadInput
@@ -36,6 +38,7 @@ class Found:
     capabilities: tuple[str, ...]
     executable: str | None  # the resolved path, None when not found
     spec: AgentSpec | None
+    files: tuple[str, ...] = ()  # the spec file and every spec it extends
 
 
 class Registry:
@@ -64,12 +67,14 @@ class Registry:
         path = self.spec_path(name)
         if path is None:
             return BUILTIN[name]
-        return AgentAdapter(name, load_spec(path), self.prices())
+        return AgentAdapter(name, load_spec_chain(path, self.spec_dirs)[0], self.prices())
 
     def prices(self) -> PriceTable:
         if self._prices is None:
-            shipped = shipped_dir()
+            shipped, user = shipped_dir(), user_config_dir()
             paths = [shipped / PRICES] if shipped is not None else []
+            if user is not None:
+                paths.append(user / PRICES)
             if self.workdir is not None:
                 paths.append(self.workdir / ".gitswarm" / PRICES)
             self._prices = PriceTable.load(paths)
@@ -79,8 +84,9 @@ class Registry:
         path = self.spec_path(name)
         if path is None:
             return Found(name, "builtin", (), shutil.which("sh"), None)
-        spec = load_spec(path)
-        return Found(name, str(path), tuple(spec.capabilities), _which(spec.executable, path), spec)
+        spec, chain = load_spec_chain(path, self.spec_dirs)
+        files = tuple(str(p) for p in chain)
+        return Found(name, str(path), tuple(spec.capabilities), _which(spec.executable, chain), spec, files)
 
     def route(self, needs: Sequence[str], prefer: Sequence[str] = DEFAULT_PREFERENCE, disabled: Sequence[str] = ()) -> str:
         """The first enabled adapter, in preference order, that has every capability needed
@@ -95,10 +101,16 @@ class Registry:
         raise BadInput(f"no enabled, installed adapter has {', '.join(needs)} (looked at: {', '.join(ordered)})")
 
 
-def _which(executable: str, spec_path: Path) -> str | None:
+def _which(executable: str, chain: Sequence[Path]) -> str | None:
+    """A name on PATH, or a path: absolute, or relative to the spec file that set it."""
     if "/" in executable:
-        candidate = Path(executable) if executable.startswith("/") else spec_path.parent / executable
-        return str(candidate) if candidate.is_file() else None
+        if executable.startswith("/"):
+            return executable if Path(executable).is_file() else None
+        for spec_path in chain:  # the relative path is the nearest spec's that could have set it
+            candidate = spec_path.parent / executable
+            if candidate.is_file():
+                return str(candidate)
+        return None
     return shutil.which(executable)
 
 

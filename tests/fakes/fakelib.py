@@ -9,7 +9,7 @@ A fake does what the task section of its prompt says, one directive per line:
     fail: REASON                        the run fails, in the CLI's own error shape
     deny-edit                           (claude) the edit is refused: permission_denials, exit 0
     hang                                never finish
-    dump-env: PATH                      write {"env": ..., "home": [...]} to PATH (absolute)
+    dump-env: PATH                      write {"env": ..., "home": [...], "argv": [...]} to PATH (absolute)
     tokens: IN OUT                      report these token counts
     cost: USD                           report this cost (where the CLI reports cost)
 
@@ -93,7 +93,8 @@ def act(script: Script, root: Path) -> list[str]:
     if script.dump_env:
         home = Path(os.environ.get("HOME", "/nonexistent"))
         listing = sorted(str(p.relative_to(home)) for p in home.rglob("*")) if home.is_dir() else []
-        Path(script.dump_env).write_text(json.dumps({"env": dict(os.environ), "home": listing, "home_path": str(home)}))
+        seen = {"env": dict(os.environ), "home": listing, "home_path": str(home), "argv": sys.argv[1:]}
+        Path(script.dump_env).write_text(json.dumps(seen))
     if script.hang:
         while True:
             time.sleep(1)
