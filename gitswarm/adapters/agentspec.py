@@ -8,11 +8,12 @@ refused with the file and the key named.
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -74,15 +75,18 @@ class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     """An agent's own state directory, made ephemeral for each run.
 
     A fresh directory is pointed at by `env`; every entry of the real one
-    (the caller's value of `env`, else `default`) is linked in, except `copy`
-    (copied, so a run cannot change the user's) and `fresh` (left out, for the
-    agent to start anew: no earlier session can be resumed).
+    (the caller's value of `env`, else `default`) is linked in (or only those
+    in `link`, when it is set), except `copy` (copied, so a run cannot change
+    the user's) and `fresh` (left out, for the agent to start anew: no earlier
+    session can be resumed). `json` then merges settings into files there.
     """
 
     env: str
     default: str
     copy: list[str] = []
     fresh: list[str] = []
+    link: list[str] | None = None  # when set, only these entries are linked (an allow-list)
+    json: dict[str, dict[str, Any]] = {}  # JSON files of the state directory and the settings merged into them
 
 
 class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -103,6 +107,7 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     pass_env: list[str] = []  # variables taken from the caller's environment when set (keys, endpoints)
     home_files: list[str] = []  # paths under the real home linked into the run's ephemeral home
     home_copy: list[str] = []  # paths under the real home copied in (files the agent may rewrite)
+    home_json: dict[str, dict[str, Any]] = {}  # JSON files of the run's home and the settings merged into them
     state_home: StateHome | None = None
     output: OutputSpec = msgspec.field(default_factory=OutputSpec)
     exit_codes: dict[str, str] = {}  # "42" = "input error": what a code means, for the error message
@@ -199,10 +204,26 @@ def _check(spec: AgentSpec, source: str) -> None:
     for name in spec.pass_env:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             fail(f"pass_env: {name!r} is not a variable name")
-    for key in ("home_files", "home_copy"):
+    for key in ("home_files", "home_copy", "home_json"):
         for entry in getattr(spec, key):
-            if entry.startswith("/") or ".." in Path(entry).parts:
+            if not _inside(entry):
                 fail(f"{key}: {entry!r} must be a path inside the home directory")
+    if spec.state_home is not None:
+        state = spec.state_home
+        for key in ("copy", "fresh", "link", "json"):
+            for entry in getattr(state, key) or ():
+                if not _inside(entry):
+                    fail(f"state_home.{key}: {entry!r} must be a path inside the state directory")
+    for key, files in (("home_json", spec.home_json), ("state_home.json", spec.state_home.json if spec.state_home else {})):
+        for entry, settings in files.items():
+            try:
+                json.dumps(settings)
+            except (TypeError, ValueError) as exc:
+                fail(f"{key}: {entry!r}: not JSON: {exc}")
+
+
+def _inside(entry: str) -> bool:
+    return bool(entry) and not entry.startswith("/") and ".." not in Path(entry).parts
 
 
 def _placeholders(word: str, where: str, fail: object) -> list[str]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gitswarm.adapters.agentspec import AgentSpec, StateHome
+from gitswarm.adapters.jsonfiles import patch_json_file
 
 #: Passed through from the caller when set: what any program needs to run.
 BASE_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "TMPDIR")
@@ -50,7 +52,9 @@ def run_environment(
 
 
 def build_home(spec: AgentSpec, scratch: Path, parent: Mapping[str, str], env: dict[str, str]) -> Path:
-    """Create the run's home under `scratch`, linking in what the spec declares."""
+    """Create the run's home under `scratch`, linking in what the spec declares and
+    writing its settings (`home_json`); the same for its state directory (`[state_home]`)."""
+    now = time.time()
     home = scratch / "home"
     home.mkdir(mode=0o700)
     real = Path(parent["HOME"]) if parent.get("HOME") else None
@@ -67,6 +71,8 @@ def build_home(spec: AgentSpec, scratch: Path, parent: Mapping[str, str], env: d
                 shutil.copytree(source, target, symlinks=True)
             else:
                 shutil.copy2(source, target)
+    for entry, settings in spec.home_json.items():
+        patch_json_file(home, entry, settings, now)
     if spec.state_home is not None:
         state = spec.state_home
         if parent.get(state.env):
@@ -75,7 +81,10 @@ def build_home(spec: AgentSpec, scratch: Path, parent: Mapping[str, str], env: d
             source = real / state.default[2:] if real is not None else None
         else:
             source = Path(state.default)
-        env[state.env] = str(_state_home(state, scratch, source))
+        target = _state_home(state, scratch, source)
+        for entry, settings in state.json.items():
+            patch_json_file(target, entry, settings, now)
+        env[state.env] = str(target)
     return home
 
 
@@ -91,7 +100,7 @@ def _state_home(state: StateHome, scratch: Path, source: Path | None) -> Path:
                     shutil.copytree(entry, target / entry.name, symlinks=True)
                 else:
                     shutil.copy2(entry, target / entry.name)
-            else:
+            elif state.link is None or entry.name in state.link:
                 (target / entry.name).symlink_to(entry)
     return target
 

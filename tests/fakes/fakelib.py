@@ -113,6 +113,27 @@ def act(script: Script, root: Path) -> list[str]:
     return edited
 
 
+def add_to_dump(path: str | None, **fields: object) -> None:
+    """Add what a fake saw of its own state (settings, state directory) to the dump-env file."""
+    if not path:
+        return
+    data = json.loads(Path(path).read_text())
+    data.update(fields)
+    Path(path).write_text(json.dumps(data))
+
+
+def describe_dir(root: Path) -> dict:
+    """A directory's entries (not following links) as "link -> TARGET", "dir" or "file"."""
+    entries = {}
+    if root.is_dir():
+        for entry in sorted(root.rglob("*")):
+            if any(parent.is_symlink() for parent in entry.relative_to(root).parents if parent != Path(".")):
+                continue
+            name = str(entry.relative_to(root))
+            entries[name] = f"link -> {os.readlink(entry)}" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
+    return {"path": str(root), "entries": entries}
+
+
 def die(message: str, code: int) -> None:
     print(message, file=sys.stderr)
     sys.exit(code)
