@@ -15,7 +15,7 @@ from pathlib import Path
 from gitswarm.adapters.agentspec import AgentSpec, Arg
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
 from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch, run_environment
-from gitswarm.adapters.pricing import PriceTable
+from gitswarm.adapters.pricing import PriceTable, run_cost
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.report import AgentReport, read_report
 from gitswarm.model.answers import ANSWER_SCHEMA, SCHEMA_TEXT, answer_artifacts, parse_answer
@@ -122,10 +122,7 @@ class AgentAdapter:
         error: str | None,
     ) -> Run:
         model = report.model or task.model or self.spec.model
-        cost, estimated = report.cost_usd, False
-        if cost is None:
-            cost = self.prices.cost(model, report.input_tokens, report.output_tokens)
-            estimated = cost is not None
+        cost, estimated = run_cost(report.cost_usd, model, report.input_tokens, report.output_tokens, self.prices)
         stdout, stderr = captured(result, store)
         return Run(
             job=ctx.job,

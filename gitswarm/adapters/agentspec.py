@@ -32,13 +32,16 @@ Arg = str | list[str]  # a list is an optional group: dropped when one of its pl
 class Selector(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Where one value is in JSON output: a dotted path, in the events matching `where`.
 
-    `take` says which matching event counts (jsonl): the last, the first, or the
-    sum over all of them (token counts reported per turn).
+    `take` says which of the values found counts: the last, the first, the sum
+    over all of them (token counts reported per turn) or the largest. With
+    `key`, the value is the key (or index) under which it was found at the
+    path's last `*`: Claude Code and Gemini CLI key their usage by model name.
     """
 
     path: str
     where: dict[str, str | bool | int] = {}
-    take: Literal["last", "first", "sum"] = "last"
+    take: Literal["last", "first", "sum", "max"] = "last"
+    key: bool = False
 
 
 Field = str | Selector
@@ -63,8 +66,13 @@ class OutputSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     input_tokens_regex: str | None = None
     output_tokens_regex: str | None = None
     session_regex: str | None = None
+    model_regex: str | None = None
     error_regex: str | None = None  # a match means the run failed, whatever its exit code (aider exits 0)
     drop_lines: list[str] = []  # text output: lines matching any of these are not part of the answer (banners)
+
+
+OUTPUT_FIELDS = ("text", "error", "error_text", "denials", "session", "cost_usd", "input_tokens", "output_tokens",
+                 "model", "structured")
 
 
 class ModeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -185,7 +193,7 @@ def _check(spec: AgentSpec, source: str) -> None:
         getattr(spec.output, key) is not None for key in ("error", "denials", "structured", "session", "cost_usd")
     ) and not spec.output.usage_file:
         fail('output: fields of JSON output need format = "json" or "jsonl" (or usage_file)')
-    for key in ("cost_regex", "input_tokens_regex", "output_tokens_regex", "session_regex", "error_regex"):
+    for key in ("cost_regex", "input_tokens_regex", "output_tokens_regex", "session_regex", "model_regex", "error_regex"):
         pattern = getattr(spec.output, key)
         if pattern is not None:
             try:
@@ -193,6 +201,10 @@ def _check(spec: AgentSpec, source: str) -> None:
                     fail(f"output.{key}: needs exactly one group")
             except re.error as exc:
                 fail(f"output.{key}: {exc}")
+    for name in OUTPUT_FIELDS:
+        field = getattr(spec.output, name)
+        if isinstance(field, Selector) and field.key and ("*" not in field.path or field.take == "sum"):
+            fail(f"output.{name}: key = true needs a `*` in the path and take other than sum")
     for n, pattern in enumerate(spec.output.drop_lines):
         try:
             re.compile(pattern)

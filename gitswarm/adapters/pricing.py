@@ -1,8 +1,8 @@
-"""Token prices for CLIs that report tokens but no dollar cost (codex): a table the user can edit.
+"""What a run cost: the CLI's own figure when it is one, else a price from tokens, else unknown.
 
-The shipped table is `adapters/prices.toml`; a repository's
-`.gitswarm/prices.toml` overrides it model by model. Prices are USD per
-million tokens.
+Token prices are a table the user can edit: the shipped `adapters/prices.toml`,
+overridden model by model by the user's `~/.config/gitswarm/prices.toml` and a
+repository's `.gitswarm/prices.toml`. Prices are USD per million tokens.
 """
 
 from __future__ import annotations
@@ -51,3 +51,23 @@ class PriceTable:
         if price is None:
             return None
         return ((input_tokens or 0) * price.input + (output_tokens or 0) * price.output) / PER
+
+
+def run_cost(
+    reported: float | None, model: str | None, input_tokens: int | None, output_tokens: int | None, prices: PriceTable
+) -> tuple[float | None, bool]:
+    """The run's cost in USD (None when unknown) and whether it is an estimate from tokens.
+
+    A reported cost is believed when it is positive, or zero for a run that used
+    no tokens. A zero for tokens spent is no price: Hermes reports 0.0 for a
+    custom endpoint, aider and omp for a model their price maps lack. Such a
+    run, and one that reports no cost, is priced from its tokens when the table
+    has its model, and is otherwise unknown: never free, so that a job's
+    `max_usd` cannot be passed by runs recorded as costing nothing.
+    """
+    used = (input_tokens or 0) + (output_tokens or 0)
+    counted = input_tokens is not None or output_tokens is not None
+    if reported is not None and reported >= 0 and (reported > 0 or (counted and used == 0)):
+        return reported, False
+    estimate = prices.cost(model, input_tokens, output_tokens)
+    return estimate, estimate is not None

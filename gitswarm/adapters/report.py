@@ -67,13 +67,16 @@ def read_report(spec: OutputSpec, stdout: bytes, stderr: bytes, usage: bytes | N
         if said:
             report.failed, report.reason = True, said[-1].strip()
     for name, pattern in (("cost_usd", spec.cost_regex), ("input_tokens", spec.input_tokens_regex),
-                          ("output_tokens", spec.output_tokens_regex), ("session", spec.session_regex)):
+                          ("output_tokens", spec.output_tokens_regex), ("session", spec.session_regex),
+                          ("model", spec.model_regex)):
         if pattern is None or getattr(report, name) is not None:
             continue
         found = re.findall(pattern, out) or re.findall(pattern, err)
         if found:
             value = found[-1]
-            setattr(report, name, _float(value) if name == "cost_usd" else _str(value) if name == "session" else _int(value))
+            setattr(report, name, _float(value) if name == "cost_usd" else _int(value) if "tokens" in name else _str(value))
+    if report.cost_usd is not None and report.cost_usd < 0:
+        report.cost_usd = None  # not a cost
     return report
 
 
@@ -111,25 +114,32 @@ def _select(docs: list[Any], where: Field | None) -> Any:
         return None
     selector = Selector(path=where) if isinstance(where, str) else where
     matching = [d for d in docs if all(_get(d, k) == v for k, v in selector.where.items())]
-    values = [v for d in matching for v in _values(d, selector.path) if v is not None]
-    if not values:
+    found = [(k, v) for d in matching for k, v in _values(d, selector.path, None) if v is not None]
+    if not found:
         return None
-    if selector.take == "sum":
-        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        return sum(numbers) if numbers else None
-    return values[0] if selector.take == "first" else values[-1]
+    if selector.take in ("sum", "max"):
+        found = [(k, v) for k, v in found if isinstance(v, int | float) and not isinstance(v, bool)]
+        if not found:
+            return None
+        if selector.take == "sum":
+            return sum(v for _, v in found)
+        chosen = max(found, key=lambda pair: pair[1])
+    else:
+        chosen = found[0] if selector.take == "first" else found[-1]
+    return chosen[0] if selector.key else chosen[1]
 
 
-def _values(doc: Any, path: str) -> list[Any]:
-    """The values at a dotted path; a `*` part stands for every value of an object or list
-    (gemini keys its token counts by model name)."""
+def _values(doc: Any, path: str, key: Any) -> list[tuple[Any, Any]]:
+    """The values at a dotted path, each with the key it was found under at the last `*`;
+    a `*` part stands for every value of an object or list (gemini keys its token counts by
+    model name)."""
     head, star, rest = path.partition("*")
     if not star:
-        return [_get(doc, path)]
+        return [(key, _get(doc, path))]
     found = _get(doc, head.rstrip(".")) if head else doc
-    children = found.values() if isinstance(found, dict) else found if isinstance(found, list) else []
+    children = found.items() if isinstance(found, dict) else enumerate(found) if isinstance(found, list) else []
     rest = rest.lstrip(".")
-    return [v for child in children for v in (_values(child, rest) if rest else [child])]
+    return [pair for name, child in children for pair in (_values(child, rest, name) if rest else [(name, child)])]
 
 
 def _get(doc: Any, path: str) -> Any:
@@ -156,8 +166,9 @@ def _as_text(value: Any) -> str:
 
 
 def _denied(item: Any) -> str:
+    """What was refused: a tool's name (claude's permission_denials), else a path (codex's refused changes)."""
     if isinstance(item, dict):
-        return str(item.get("tool_name") or item.get("tool") or item.get("name") or "a tool")
+        return str(item.get("tool_name") or item.get("tool") or item.get("name") or item.get("path") or "a tool")
     return str(item)
 
 

@@ -12,6 +12,8 @@ A fake does what the task section of its prompt says, one directive per line:
     dump-env: PATH                      write {"env": ..., "home": [...], "argv": [...]} to PATH (absolute)
     tokens: IN OUT                      report these token counts
     cost: USD                           report this cost (where the CLI reports cost)
+    also-model: NAME                    (claude, gemini) a second model also ran, for a tenth of the
+                                        tokens, listed first in the per-model usage (a subagent, a router)
 
 Only the task's own section of a gitswarm prompt packet is read (the job's
 goal is shared by every task); a prompt without one is read whole.
@@ -48,6 +50,7 @@ class Script:
     input_tokens: int = 1200
     output_tokens: int = 80
     cost: float = 0.0123
+    also_model: str | None = None
 
 
 def task_section(prompt: str) -> str:
@@ -81,6 +84,8 @@ def parse(prompt: str) -> Script:
             script.input_tokens, script.output_tokens = int(m[1]), int(m[2])
         elif m := re.fullmatch(r"cost: ([0-9.]+)", line):
             script.cost = float(m[1])
+        elif line.startswith("also-model: "):
+            script.also_model = line[len("also-model: "):]
     return script
 
 
