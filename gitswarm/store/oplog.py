@@ -1,13 +1,11 @@
 """Merging two clones' histories of one job: replay every operation of both.
 
-All operations of both histories are replayed, once each (by op id), from
-nothing, in ascending (clock, actor, id) order. An operation that does not
-apply at its turn changes nothing but stays in the history; so does a finish
-whose claim lost to the other side's (both carry the same token, so the
-claim's actor tells them apart). The result depends only on the set of
-operations, so merging is commutative and loses nothing, whatever order
-earlier pushes and pulls came in. Artifact records and output blobs are
-content-addressed: the merged tree has both sides'.
+This module walks commits: it collects the operations of both histories,
+each once (by op id), and commits what replaying them gives. The rules of
+the replay itself (the order, what a skipped op still does, a finish whose
+claim lost) are state-machine rules and live with the reducer, in
+model/replay.py. Artifact records and output blobs are content-addressed:
+the merged tree has both sides'.
 """
 
 from __future__ import annotations
@@ -15,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import msgspec
-
 from gitswarm.model import codec
-from gitswarm.model.errors import CorruptRecord, InvalidTransition, LeaseLost
-from gitswarm.model.ops import JobCreated, Op, TaskClaimed, TaskFinished
+from gitswarm.model.errors import CorruptRecord
+from gitswarm.model.ops import JobCreated, Op
 from gitswarm.model.records import JobState, Task
-from gitswarm.model.reducer import apply
+from gitswarm.model.replay import Replayed, replay
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
 from gitswarm.store.jobs import COMMITTER, parse_op_lines, parse_ops
@@ -34,54 +30,6 @@ class Merged:
     tip: str
     state: JobState  # the merged job state
     tasks: list[Task]  # the task records that differ from the local tip's
-
-
-@dataclass(frozen=True)
-class Replayed:
-    state: JobState
-    tasks: dict[str, Task]
-    applied: int
-    skipped: int
-
-
-def replay(ops: list[Op], where: str) -> Replayed:
-    """The canonical state of a set of operations: all of them, from nothing, in
-    (clock, actor, id) order. An op that does not apply at its turn is skipped; so is
-    a finish whose claim lost (same task and token, same actor). For a clone's own
-    linear history this is exactly the state its tip records."""
-    ordered = sorted(ops, key=lambda op: op.order_key())
-    state, tasks, applied, skipped = JobState(), {}, 0, 0
-    lost_claims: set[tuple[str, int, str]] = set()
-
-    def lookup(task_id: str) -> Task:
-        found = tasks.get(task_id)
-        if found is None:
-            raise CorruptRecord(f"{where}: an operation names task {task_id!r}, which the job does not have")
-        return found
-
-    if sum(isinstance(op, JobCreated) for op in ordered) != 1:
-        raise CorruptRecord(f"{where}: a job's history holds exactly one job_created")
-    for op in ordered:
-        if isinstance(op, TaskFinished) and (op.task, op.token, op.actor) in lost_claims:
-            state, skipped = _seen(state, op), skipped + 1
-            continue
-        try:
-            change = apply(op, state, lookup, lambda: list(tasks))
-        except (InvalidTransition, LeaseLost):
-            if isinstance(op, TaskClaimed):
-                lost_claims.add((op.task, op.token, op.actor))
-            state, skipped = _seen(state, op), skipped + 1
-            continue
-        state = change.state
-        tasks.update(change.tasks)
-        applied += 1
-    return Replayed(state, tasks, applied, skipped)
-
-
-def _seen(state: JobState, op: Op) -> JobState:
-    """An op that did not apply still advances the clock: the next local op must sort
-    after every op in the history, or a later replay could let a skipped op apply."""
-    return state if op.clock <= state.clock else msgspec.structs.replace(state, clock=op.clock)
 
 
 def history_ops(repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None) -> list[Op]:

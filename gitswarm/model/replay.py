@@ -1,0 +1,70 @@
+"""Replaying a set of operations: the canonical state of a job, whatever order they came in.
+
+All operations are applied once each, from nothing, in ascending (clock,
+actor, id) order. An operation that does not apply at its turn changes
+nothing but the clock; a finish whose claim lost to another clone's (both
+carry the same token, so the claim's actor tells them apart) is not applied
+either. The result depends only on the set of operations, so two clones'
+histories merge commutatively and lose nothing. These are state-machine
+rules, next to the reducer that applies each operation: a new kind of
+operation is taught in model/ only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from gitswarm.model.errors import CorruptRecord, InvalidTransition, LeaseLost
+from gitswarm.model.ops import JobCreated, Op, TaskClaimed, TaskFinished
+from gitswarm.model.records import JobState, Task
+from gitswarm.model.reducer import apply
+
+
+@dataclass(frozen=True)
+class Replayed:
+    state: JobState
+    tasks: dict[str, Task]
+    applied: int
+    skipped: int
+
+
+def replay(ops: list[Op], where: str) -> Replayed:
+    """The canonical state of a set of operations: all of them, from nothing, in
+    (clock, actor, id) order. An op that does not apply at its turn is skipped; so is
+    a finish whose claim lost (same task and token, same actor). For a clone's own
+    linear history this is exactly the state its tip records."""
+    ordered = sorted(ops, key=lambda op: op.order_key())
+    state, tasks, applied, skipped = JobState(), {}, 0, 0
+    lost_claims: set[tuple[str, int, str]] = set()
+
+    def lookup(task_id: str) -> Task:
+        found = tasks.get(task_id)
+        if found is None:
+            raise CorruptRecord(f"{where}: an operation names task {task_id!r}, which the job does not have")
+        return found
+
+    if sum(isinstance(op, JobCreated) for op in ordered) != 1:
+        raise CorruptRecord(f"{where}: a job's history holds exactly one job_created")
+    for op in ordered:
+        if isinstance(op, TaskFinished) and (op.task, op.token, op.actor) in lost_claims:
+            state, skipped = _seen(state, op), skipped + 1
+            continue
+        try:
+            change = apply(op, state, lookup, lambda: list(tasks))
+        except (InvalidTransition, LeaseLost):
+            if isinstance(op, TaskClaimed):
+                lost_claims.add((op.task, op.token, op.actor))
+            state, skipped = _seen(state, op), skipped + 1
+            continue
+        state = change.state
+        tasks.update(change.tasks)
+        applied += 1
+    return Replayed(state, tasks, applied, skipped)
+
+
+def _seen(state: JobState, op: Op) -> JobState:
+    """An op that did not apply still advances the clock: the next local op must sort
+    after every op in the history, or a later replay could let a skipped op apply."""
+    return state if op.clock <= state.clock else msgspec.structs.replace(state, clock=op.clock)
