@@ -82,11 +82,16 @@ class AgentAdapter:
     ) -> Outcome:
         usage_path = invocation.scratch / USAGE_FILE if invocation and invocation.scratch else None
         usage = usage_path.read_bytes() if usage_path is not None and usage_path.is_file() else None
-        report = read_report(self.spec.output, result.stdout, result.stderr, usage)
+        report = read_report(self.spec.output_for(task.mode), result.stdout, result.stderr, usage)
         error = self._error(result, report)
+        refused_write = error is not None and task.mode == "analyze" and bool(report.denials) and not (
+            result.error or result.stopped)
+        if refused_write:
+            # The agent tried to change something in a read-only run: it would again.
+            error = f"{self.name}: analyze is read-only and the agent tried to write ({report.reason}); not retried"
         run = self._run_record(task, ctx, result, report, store, now, error)
         if error is not None:
-            return Outcome(ok=False, error=error, artifacts=[run], text=report.text)
+            return Outcome(ok=False, error=error, artifacts=[run], text=report.text, retryable=not refused_write)
         if task.mode == "implement":
             return Outcome(ok=True, artifacts=[run], text=report.text)
         answer = parse_answer(report.structured, report.text)

@@ -77,6 +77,7 @@ OUTPUT_FIELDS = ("text", "error", "error_text", "denials", "session", "cost_usd"
 
 class ModeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     args: list[Arg]
+    denials: Field | None = None  # in this mode, read in place of [output] denials
 
 
 class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -124,6 +125,13 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     def args_for(self, mode: str) -> list[Arg] | None:
         chosen = self.implement if mode == "implement" else self.analyze
         return chosen.args if chosen is not None else self.args
+
+    def output_for(self, mode: str) -> OutputSpec:
+        """How to read a run in this mode: `[output]`, with the mode's own `denials` if it has one."""
+        chosen = self.implement if mode == "implement" else self.analyze
+        if chosen is None or chosen.denials is None:
+            return self.output
+        return msgspec.structs.replace(self.output, denials=chosen.denials)
 
     def flags(self) -> list[str]:
         """Every flag the spec's argument templates use, for the preflight check."""

@@ -182,8 +182,9 @@ def test_hermes_runs_in_its_own_hermes_home(repo: Path, tmp_path: Path, fake_cli
     (real / "sessions" / "old.json").write_text("{}")
     (real / "skills" / "x.md").write_text("# a skill\n")
     dump = tmp_path / "env.json"
-    prompt = f"dump-env: {dump}\nappend $HERMES_HOME/config.yaml: telemetry: false\nanswer: ok"
-    data = run_job(repo, tmp_path, task("hermes", prompt))
+    prompt = f"dump-env: {dump}\nappend $HERMES_HOME/config.yaml: telemetry: false\nwrite note.txt: x\nanswer: ok"
+    # implement: an analyze run has no toolset that writes (adapters/hermes.toml)
+    data = run_job(repo, tmp_path, task("hermes", prompt, mode="implement", checks=["test -f note.txt"]))
     assert state(data)["state"] == "succeeded", state(data)
 
     seen = json.loads(dump.read_text())
