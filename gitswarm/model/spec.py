@@ -6,6 +6,7 @@ id syntax, duplicate ids, unknown dependencies and dependency cycles.
 
 from __future__ import annotations
 
+import difflib
 import math
 import posixpath
 import re
@@ -75,6 +76,10 @@ class _RawSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     defaults: _RawDefaults = msgspec.field(default_factory=_RawDefaults)
     budget: _RawBudget | None = None
     tasks: list[_RawTask]
+
+
+_TABLES: dict[str, type[msgspec.Struct]] = {"": _RawSpec, "tasks": _RawTask, "defaults": _RawDefaults, "budget": _RawBudget}
+_UNKNOWN = re.compile(r"object contains unknown field `(.*)`")
 
 
 class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,13 +170,28 @@ def _check_env(env: dict[str, str], where: str) -> None:
             raise SpecError(f"{where}: invalid variable name {name!r}")
 
 
-def _validation_message(exc: msgspec.ValidationError) -> str:
+def _validation_message(exc: msgspec.ValidationError, source: str) -> str:
     text = str(exc)
     match = _PATH.match(text)
     message, path = match.groups() if match else (text, "")
     message = message[0].lower() + message[1:]
-    message = message.replace("object contains unknown field", "unknown field")
+    unknown = _UNKNOWN.fullmatch(message)
+    if unknown:
+        return _unknown_field(unknown.group(1), path, source)
     return f"{path or 'spec'}: {message}"
+
+
+def _unknown_field(name: str, path: str, source: str) -> str:
+    """`job.toml: tasks[0]: unknown field `comand`; did you mean `command`?` (the file named
+    unless the spec came from no file; else the fields known there)."""
+    table = _TABLES[path.split(".")[-1].split("[")[0] if path else ""]
+    known = list(table.__struct_fields__)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean `{close[0]}`?" if close else f" (known: {', '.join(known)})"
+    where = [source] if source != "spec" else []
+    if path or not where:
+        where.append(path or "spec")
+    return f"{': '.join(where)}: unknown field `{name}`{hint}"
 
 
 def parse_spec(text: str, adapters: Collection[str] | AdapterFacts, source: str = "spec", approve: bool = False) -> JobSpec:
@@ -188,7 +208,7 @@ def parse_spec(text: str, adapters: Collection[str] | AdapterFacts, source: str 
     try:
         raw = msgspec.convert(data, _RawSpec)
     except msgspec.ValidationError as exc:
-        raise SpecError(_validation_message(exc)) from None
+        raise SpecError(_validation_message(exc, source)) from None
     facts = adapters if isinstance(adapters, AdapterFacts) else AdapterFacts(names=adapters)
     return _validate(raw, facts, approve)
 

@@ -149,8 +149,9 @@ SPECS: dict[str, tuple[str | bytes, str]] = {
     "bad_toml": ('goal = "g"\n[[tasks]\nid = "a"\ncommand = "true"\n', "bad_toml.toml: invalid TOML: "),
     "bad_toml_value": ("goal = \n", "bad_toml_value.toml: invalid TOML: "),
     "not_utf8": (b'goal = "\xff\xfe"\n', "cannot read spec bad_"),
-    "unknown_key": (spec_text('id = "a"\ncommand = "true"\ncolour = "red"'), "tasks[0]: unknown field `colour`"),
-    "unknown_top_key": ('goal = "g"\nowner = "me"\n[[tasks]]\nid = "a"\ncommand = "x"\n', "spec: "),
+    "unknown_key": (spec_text('id = "a"\ncommand = "true"\ncolour = "red"'), "unknown_key.toml: tasks[0]: unknown field `colour` (known: "),
+    "misspelt_key": (spec_text('id = "a"\ncomand = "true"'), "misspelt_key.toml: tasks[0]: unknown field `comand`; did you mean `command`?"),
+    "unknown_top_key": ('goal = "g"\nowner = "me"\n[[tasks]]\nid = "a"\ncommand = "x"\n', "unknown_top_key.toml: unknown field `owner`"),
     "wrong_type": (spec_text('id = "a"\ncommand = "true"\npriority = "high"'), "tasks[0].priority: "),
     "cycle": (
         spec_text(

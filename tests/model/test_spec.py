@@ -146,17 +146,33 @@ def test_invalid_toml_default_source() -> None:
     assert refusal("goal = \n").startswith("spec: invalid TOML: ")
 
 
+TASK_FIELDS = "id, mode, adapter, command, prompt, depends_on, checks, priority, timeout, max_attempts, cwd, env, setup, repair_rounds, auditor, model, needs, approve"
+
+
 def test_unknown_task_field() -> None:
-    assert refusal(spec_text('id = "a"\ncommand = "x"\ncolour = "red"')) == "tasks[0]: unknown field `colour`"
+    # Nothing close: the fields known there are listed.
+    assert refusal(spec_text('id = "a"\ncommand = "x"\ncolour = "red"')) == f"tasks[0]: unknown field `colour` (known: {TASK_FIELDS})"
+
+
+def test_unknown_field_names_the_file_and_suggests_the_closest_field() -> None:
+    text = spec_text('id = "a"\ncommand = "x"', 'id = "b"\ncomand = "x"')
+    assert refusal(text, source="ci/job.toml") == "ci/job.toml: tasks[1]: unknown field `comand`; did you mean `command`?"
+    text = spec_text('id = "a"\ncommand = "x"\ndepends-on = []')
+    assert refusal(text, source="job.toml") == "job.toml: tasks[0]: unknown field `depends-on`; did you mean `depends_on`?"
+    budget = 'goal = "g"\n[budget]\nmax_dollars = 1\n[[tasks]]\nid = "a"\ncommand = "x"\n'
+    assert refusal(budget, source="job.toml").startswith("job.toml: budget: unknown field `max_dollars`")
 
 
 def test_unknown_defaults_field() -> None:
-    assert refusal(spec_text('id = "a"\ncommand = "x"', defaults="retries = 2")) == "defaults: unknown field `retries`"
+    message = refusal(spec_text('id = "a"\ncommand = "x"', defaults="retries = 2"))
+    assert message == "defaults: unknown field `retries` (known: adapter, timeout, max_attempts, priority, setup, repair_rounds, auditor)"
 
 
 def test_unknown_top_level_field() -> None:
-    # Same wording as a nested unknown field, under the path `spec`.
-    assert refusal('goal = "g"\nfoo = 1\n[[tasks]]\nid = "a"\ncommand = "x"\n') == "spec: unknown field `foo`"
+    # Same wording as a nested unknown field, under the path `spec`; with a file, the file.
+    text = 'goal = "g"\nfoo = 1\n[[tasks]]\nid = "a"\ncommand = "x"\n'
+    assert refusal(text) == "spec: unknown field `foo` (known: goal, base, defaults, budget, tasks)"
+    assert refusal(text.replace("foo", "gaol"), source="job.toml") == "job.toml: unknown field `gaol`; did you mean `goal`?"
 
 
 def test_missing_top_level_field_names_it() -> None:
