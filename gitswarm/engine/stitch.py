@@ -33,7 +33,9 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
             {
                 "task": task.id,
                 "state": task.state.value,
-                "attempts": task.attempts,
+                # Every run of the task, retries included: `claims` counts each lease granted and never
+                # goes down, while `attempts` counts since the last retry (what max_attempts bounds).
+                "attempts": task.claims,
                 "seconds": round(last.duration, 3) if last else None,
                 "error": note,
             }

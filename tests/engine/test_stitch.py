@@ -122,3 +122,23 @@ def test_no_summary_before_the_job_finishes(swarm: Swarm) -> None:
     assert write_summary(swarm, job) is None
     assert "summary" not in swarm.show(job)
     assert swarm.artifacts(job)["artifacts"] == []
+
+
+def test_attempts_count_every_run_across_retries(repo: Path) -> None:
+    """A task that failed its only attempt, was retried and then passed ran twice: the summary
+    says 2 (Task.attempts starts again at 0 on a retry; the runs do not)."""
+    (repo / "spec.toml").write_text(spec_text('id = "once"\ncommand = "test -f ok.flag"\nmax_attempts = 1', goal="retried"))
+    first = cli(repo, "--json", "run", "spec.toml", "-j", "1")
+    assert first.code == 1, first.err
+    job = first.json()["id"]
+    assert [(r["state"], r["attempts"]) for r in first.json()["summary"]["tasks"]] == [("failed", 1)]
+    (repo / "ok.flag").write_text("")
+    assert cli(repo, "retry", f"{job}/once").code == 0
+    assert cli(repo, "work", "--job", job, "-j", "1").code == 0
+    summary = cli(repo, "--json", "show", job).json()["summary"]
+    assert summary["status"] == "succeeded"
+    (row,) = summary["tasks"]
+    assert (row["state"], row["attempts"], row["error"]) == ("succeeded", 2, "attempt 1: exit 1; then passed")
+    assert "| once | succeeded | 2 |" in summary["text"]
+    tries = cli(repo, "--json", "status", job).json()["tasks"][0]
+    assert (tries["attempts"], tries["claims"]) == (1, 2)  # status keeps both: TRIES counts since the retry
