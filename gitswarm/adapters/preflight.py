@@ -3,7 +3,9 @@
 The version is probed with the spec's `version_args`; each flag of the
 argument templates must appear in the output of `help_args` (a spec lists
 in `unlisted_flags` the ones its CLI accepts without documenting them).
-Results are cached per spec and executable, so workers check once.
+A Python interpreter's `-m MODULE` must be importable by it: a system python3
+answers `--version` and lists `-m` like the right one does. Results are
+cached per spec and executable, so workers check once.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import hashlib
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gitswarm.adapters.agentspec import AgentSpec
 from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch, run_environment
 from gitswarm.adapters.process import run_process
 from gitswarm.adapters.registry import Found, Registry
@@ -71,9 +75,37 @@ def check(found: Found, parent_env: Mapping[str, str]) -> Preflight:
         ]
         if missing:
             return Preflight(found.name, False, version, f"its --help does not list {', '.join(missing)}")
+        if PYTHON.fullmatch(Path(found.executable).name):
+            for module in _modules(spec):
+                code, said = probe(["-c", FIND_MODULE, module])
+                if code != 0:
+                    return Preflight(found.name, False, version, _no_module(spec.executable, module))
         return Preflight(found.name, True, version)
     finally:
         remove_scratch(scratch)
+
+
+#: A Python interpreter, by its file name: its `-m MODULE` arguments are checked importable.
+PYTHON = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?")
+FIND_MODULE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+
+
+def _modules(spec: AgentSpec) -> list[str]:
+    """The literal module names after `-m` in the argument templates."""
+    found: list[str] = []
+    for mode in ("analyze", "implement"):
+        words = [w for arg in spec.args_for(mode) or () for w in ([arg] if isinstance(arg, str) else arg)]
+        for flag, value in zip(words, words[1:]):
+            if flag == "-m" and "{" not in value and value not in found:
+                found.append(value)
+    return found
+
+
+def _no_module(executable: str, module: str) -> str:
+    """Why a `python -m MODULE` spec cannot run: the interpreter is not the one the module is installed in
+    (a system python3 after a venv install of gitswarm, say)."""
+    hint = f"; gitswarm's own is {sys.executable}" if module.split(".")[0] == "gitswarm" else ""
+    return f"`{executable}` cannot import {module} (its -m module): use the Python it is installed in{hint}"
 
 
 def _last_line(text: str) -> str:
