@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from gitswarm.adapters.agent import AgentAdapter
 from gitswarm.adapters.agentspec import AgentSpec, load_spec_chain
 from gitswarm.adapters.base import Adapter
@@ -67,7 +69,13 @@ class Registry:
         path = self.spec_path(name)
         if path is None:
             return BUILTIN[name]
-        return AgentAdapter(name, load_spec_chain(path, self.spec_dirs)[0], self.prices())
+        spec, chain = load_spec_chain(path, self.spec_dirs)
+        if "/" in spec.executable and not spec.executable.startswith("/"):
+            # relative to the spec file that set it, as preflight found it, not to the task's directory
+            resolved = _which(spec.executable, chain)
+            if resolved is not None:
+                spec = msgspec.structs.replace(spec, executable=resolved)
+        return AgentAdapter(name, spec, self.prices())
 
     def prices(self) -> PriceTable:
         if self._prices is None:

@@ -227,3 +227,17 @@ args = ["-c", "model_provider=local", "-c", 'model_providers.local={{name="local
     assert argv[argv.index("-m") + 1] == "gpt-5.5"
     check = cli(repo, "--json", "adapters", "check", "codex-local")
     assert check.code == 0, check.out + check.err
+
+
+def test_a_relative_executable_is_the_spec_files_at_run_time_too(repo: Path, tmp_path: Path, user_dir: Path) -> None:
+    """Preflight found it beside the spec; the run must not look for it in the task's directory."""
+    tool = user_dir / "bin" / "my-agent"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\necho \"ran in $(pwd)\"\n")
+    tool.chmod(0o755)
+    write(user_dir, "mine", 'executable = "bin/my-agent"\n')
+    assert repo_registry(repo).found("mine").executable == str(tool)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text('id = "t"\nadapter = "mine"\nprompt = "hi"\n'))
+    data = cli(repo, "--json", "run", str(spec), "-j", "1").json()
+    assert data["status"] == "succeeded", data["tasks"]
