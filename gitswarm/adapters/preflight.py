@@ -23,6 +23,7 @@ from gitswarm.adapters.agentspec import AgentSpec
 from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch, run_environment
 from gitswarm.adapters.process import run_process
 from gitswarm.adapters.registry import Found, Registry
+from gitswarm.model.errors import BadInput
 
 PROBE_TIMEOUT = 30.0
 PROBE_OUTPUT_CAP = 1 << 20
@@ -45,7 +46,10 @@ def check(found: Found, parent_env: Mapping[str, str]) -> Preflight:
     scratch = make_scratch()
     try:
         env = run_environment(spec, parent_env, {}, scratch / "home")
-        build_home(spec, scratch, parent_env, env)
+        try:
+            build_home(spec, scratch, parent_env, env)
+        except BadInput as exc:  # a settings file of the user's it cannot merge into: every run would fail
+            return Preflight(found.name, False, None, str(exc))
 
         def probe(args: list[str]) -> tuple[int | None, str]:
             result = run_process(

@@ -190,3 +190,17 @@ def test_bad_settings_files_are_spec_errors(tmp_path: Path, text: str, said: str
     path.write_text('executable = "x"\n' + text)
     with pytest.raises(BadInput, match=said):
         load_spec(path)
+
+
+def test_a_users_settings_file_that_is_not_json_fails_preflight_and_the_run(
+    repo: Path, tmp_path: Path, fake_clis: Path, isolated_env: Path
+) -> None:
+    (isolated_env / ".gemini").mkdir()
+    (isolated_env / ".gemini" / "settings.json").write_text("{ theme: dark")
+    check = cli(repo, "--json", "adapters", "check", "gemini")
+    (row,) = check.json()["adapters"]
+    assert check.code != 0 and not row["ok"] and "settings.json" in row["reason"] and "not JSON" in row["reason"]
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text('id = "t"\nadapter = "gemini"\nprompt = "answer: ok"\n'))
+    result = cli(repo, "--json", "run", str(spec), "-j", "1")
+    assert "settings.json" in result.out + result.err
