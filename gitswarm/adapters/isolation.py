@@ -2,9 +2,10 @@
 
 Never the whole parent environment, never the real home: only PATH, the
 locale and terminal variables, the proxy and certificate variables, the
-variables the adapter spec names (its API key, its endpoint), the task's own `env`, and the few files under the real
-home that the spec declares (the agent's own config or credentials), linked
-into a fresh directory that is removed after the run.
+variables the adapter spec names (its API key, its endpoint), the task's own
+`env`, and the few files under the real home that the spec declares (the
+agent's own config or credentials), linked or copied into a fresh directory
+that is removed after the run, with the spec's settings merged into them.
 """
 
 from __future__ import annotations
