@@ -7,11 +7,12 @@ import typer
 
 from gitswarm.cli import render
 from gitswarm.cli.context import _ctx
+from gitswarm.cli.groups import group
 from gitswarm.model.errors import EXIT_FAILED
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
-adapters_app = typer.Typer(help="Agent adapters: list them, check them.", no_args_is_help=True, rich_markup_mode=None)
+adapters_app = group("Agent adapters: list them, check them.")
 
 
 @adapters_app.command("list")

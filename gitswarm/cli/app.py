@@ -1,7 +1,6 @@
 """The typer commands. Each parses, calls one library function and prints through Output."""
 
 import math
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -9,9 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from gitswarm import __version__
-from gitswarm.cli import render, review_cmd, share_cmd
+from gitswarm.cli import help_cmd, reads, render, review_cmd, share_cmd
 from gitswarm.cli.adapters_cmd import adapters_app
-from gitswarm.cli.context import Context, _ctx
+from gitswarm.cli.context import Context, _ctx, enter
+from gitswarm.cli.groups import group
 from gitswarm.cli.output import Output
 from gitswarm.cli.progress import print_markdown, progress_sink
 from gitswarm.model.errors import EXIT_FAILED, BadInput
@@ -37,14 +37,15 @@ if TYPE_CHECKING:
 app = typer.Typer(
     name="gitswarm",
     help="Run swarms of coding agents on a git repository; all durable state lives in git.",
-    add_completion=False,
-    no_args_is_help=True,
+    epilog="gitswarm help COMMAND (or gitswarm COMMAND -h) shows what a command takes; man git-swarm is the manual.",
+    add_completion=False,  # `gitswarm completion SHELL` prints a script instead; nothing writes to rc files
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-index_app = typer.Typer(help="The SQLite index beside the refs.", no_args_is_help=True, rich_markup_mode=None)
+index_app = group("The SQLite index beside the refs.")
 app.add_typer(index_app, name="index")
-worktrees_app = typer.Typer(help="Delegation worktrees.", rich_markup_mode=None)
+worktrees_app = group("Delegation worktrees.")
 app.add_typer(worktrees_app, name="worktrees")
 app.add_typer(adapters_app, name="adapters")
 
@@ -57,21 +58,19 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def main(
     ctx: typer.Context,
-    json: Annotated[bool, typer.Option("--json", help="Machine output on stdout; logs on stderr.")] = False,
-    path: Annotated[Path, typer.Option("-C", help="Run as if started in PATH (as in git).")] = Path("."),
+    json: Annotated[bool, typer.Option("--json", help="Machine output on stdout; logs on stderr (also after the command).")] = False,
+    path: Annotated[str, typer.Option("-C", metavar="PATH", help="Run as if started in PATH (as in git); before the command.")] = ".",
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = None,
 ) -> None:
-    if path != Path("."):
-        try:
-            os.chdir(path)  # as `git -C`: relative arguments are then relative to PATH
-        except OSError as exc:
-            raise BadInput(f"-C {path}: {exc.strerror}") from None
+    enter(path)
     ctx.obj = Context(Output(json), Path("."))
+    if ctx.invoked_subcommand is None:  # run bare: what there is to run
+        print(ctx.get_help())
 
 
 @app.command()
@@ -94,27 +93,42 @@ def submit(ctx: typer.Context, spec: Annotated[Path, typer.Argument(help="Job sp
     c.output.result({"id": job_id}, lambda d: d["id"])
 
 
+# status and show also run without typer, from the same code: gitswarm/cli/quick.py.
+
+
 @app.command()
-def status(ctx: typer.Context, job: Annotated[Optional[str], typer.Argument(help="Job id or prefix.")] = None) -> None:
+def status(
+    ctx: typer.Context,
+    job: Annotated[Optional[str], typer.Argument(metavar="JOB", help="Job id or prefix.")] = None,
+    include_all: Annotated[bool, typer.Option("--all", help="Also the audit jobs the post-commit hook queues.")] = False,
+) -> None:
     """List jobs, or one job's tasks."""
-    c = _ctx(ctx)
-    swarm = c.swarm(create=False)
-    if job is None:
-        for message in sorted(map(str, swarm.index.invalid.values())):
-            c.output.info(f"gitswarm: skipping a job: {message}")
-    data = swarm.status(job)
-    c.output.result(data, render.jobs if job is None else render.job)
+    reads.status(_ctx(ctx), job, include_all)
 
 
 @app.command()
 def show(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
     """The stitched summary of a finished job; before that, its tasks and artifacts."""
+    reads.show(_ctx(ctx), job)
+
+
+@app.command()
+def output(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Argument(metavar="JOB/TASK", help="The task.")],
+    attempt: Annotated[Optional[int], typer.Option("--attempt", help="Of attempt N (counted since the task's last retry).")] = None,
+    stderr: Annotated[bool, typer.Option("--stderr", help="Its stderr instead of its stdout.")] = False,
+) -> None:
+    """Print the output of a task's last run or check, as it was captured (raw bytes)."""
     c = _ctx(ctx)
-    data = c.swarm(create=False).show(job)
-    if "summary" in data and not c.output.json_mode:
-        print_markdown(data["summary"]["text"])
+    found = c.swarm(create=False).task_output(task, attempt, stderr)
+    if c.output.json_mode:
+        c.output.result({**found, "data": found["data"].decode(errors="replace")}, str)
         return
-    c.output.result(data, render.show)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(found["data"]) if hasattr(sys.stdout, "buffer") else sys.stdout.write(found["data"].decode(errors="replace"))
+    if found["truncated"]:
+        c.output.info(f"gitswarm: output cut at the capture cap: {found['truncated']} bytes not kept")
 
 
 def _work_options(jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False) -> "WorkOptions":
@@ -197,7 +211,11 @@ def work(
         c.output.info(f"gitswarm: tasks for adapter {name} were not run: {reason}")
     for job_id, why in sorted(data["skipped"].items()):
         c.output.info(f"gitswarm: skipped job {job_id}: {why} (gitswarm approve {job_id[:12]} to run it here)")
-    c.output.result(data, lambda d: f"done; summaries written for {len(d['jobs'])} jobs" + (f"; {len(d['skipped'])} job(s) skipped, awaiting approval" if d["skipped"] else ""))
+    c.output.result(
+        data,
+        lambda d: f"done; summaries written for {render.plural(len(d['jobs']), 'job')}"
+        + (f"; {render.plural(len(d['skipped']), 'job')} skipped, awaiting approval" if d["skipped"] else ""),
+    )
 
 
 @app.command()
@@ -269,6 +287,8 @@ def delegate(
         c.output.result(data, str)
     else:
         print_markdown(data["summary"]["text"])
+        for line in render.delegate_next(data):
+            c.output.info(line)
     if data["status"] != "succeeded":
         raise typer.Exit(EXIT_FAILED)
 
@@ -288,10 +308,12 @@ def diff(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH
 def verify(ctx: typer.Context, patch: Annotated[str, typer.Argument(metavar="PATCH", help="Patch artifact id or prefix.")]) -> None:
     """Re-run a patch's verification now, on a clean checkout; exit 0 iff accepted."""
     from gitswarm.engine import patches  # deferred: see the note at the imports
+    from gitswarm.engine.check_report import with_tails
 
     c = _ctx(ctx)
-    data = patches.verify_now(c.swarm(), patch)
-    c.output.result(data, lambda d: f"{d['patch'][:12]} at {d['head'][:12]}: {d['verdict']} ({'accepted' if d['accepted'] else 'rejected'})")
+    swarm = c.swarm()
+    data = with_tails(swarm, patches.verify_now(swarm, patch))
+    c.output.result(data, lambda d: f"{d['patch'][:12]} at {d['head'][:12]}: {d['verdict']} ({'accepted' if d['accepted'] else 'rejected'})" + render.failed_checks(d["checks"]))
     if not data["accepted"]:
         raise typer.Exit(EXIT_FAILED)
 
@@ -381,6 +403,7 @@ def demo(ctx: typer.Context) -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
-for command in (share_cmd.pull, share_cmd.push, share_cmd.sync, share_cmd.approve, review_cmd.audit, review_cmd.review):
+for command in (share_cmd.pull, share_cmd.push, share_cmd.sync, share_cmd.approve, review_cmd.audit, review_cmd.review, help_cmd.completion):
     app.command()(command)
+app.command("help")(help_cmd.help_)
 app.add_typer(review_cmd.hooks_app, name="hooks")

@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
-from gitswarm.cli.app import app
 from gitswarm.cli.output import error_line
-from gitswarm.model.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, GitswarmError
-
-from typer import Abort
-
-try:  # newer typer vendors click
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older typer with click as a dependency
-    from click.exceptions import ClickException
+from gitswarm.cli.quick import plan
+from gitswarm.model.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, GitswarmError
 
 
 def invoke(args: list[str]) -> int:
+    """Run one command line (the quick path when it can parse it, else typer); its exit code."""
+    quick = plan(args)
+    return guarded(quick if quick is not None else lambda: _full(args))
+
+
+def _full(args: list[str]) -> Any:
+    from gitswarm.cli.full import run  # deferred: typer and the click tree, which the quick path does without
+
+    return run(args)
+
+
+def guarded(call: Callable[[], Any]) -> int:
+    """Run `call`; map every outcome to an exit code (0/1/2/3/130), errors to one line on stderr."""
     try:
-        result = app(args=args, prog_name="gitswarm", standalone_mode=False)
+        result = call()
     except GitswarmError as exc:
         error_line(str(exc))
         return exc.exit_code
-    except ClickException as exc:
-        error_line(exc.format_message())
-        return EXIT_USAGE
-    except (Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         error_line("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:

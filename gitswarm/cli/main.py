@@ -3,14 +3,14 @@
 `gitswarm --version` is answered before the CLI (typer, pygit2) is imported:
 start-up time is part of the product, and that path needs none of it. So is
 the pre-push hook on a push that touches no verified branch (most pushes):
-git waits for it on every `git push`.
+git waits for it on every `git push`. `status` and `show` go the quick path
+(gitswarm.cli.quick), without typer.
 """
 
 from __future__ import annotations
 
 import io
 import sys
-from pathlib import Path
 
 from gitswarm import __version__
 
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> None:
 def _push_needs_no_check() -> bool:
     """Answer the pre-push hook from the standard library alone when no pushed branch must be
     verified. What git gave on stdin is kept for the full hook otherwise."""
+    from pathlib import Path  # deferred, as the line below: --version does without them (~5 ms)
+
     from gitswarm.engine.push_gate import nothing_to_check  # deferred: stdlib only, but only this path needs it
 
     pushed = sys.stdin.read()

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
-from typing import Any
 
+from gitswarm.cli.table import table
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+__all__ = ["table"]  # commands draw their own tables with it
 
 
 def when(timestamp: float) -> str:
@@ -21,9 +17,15 @@ def counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {state}" for state, n in counts.items()) or "no tasks"
 
 
-def jobs(data: dict) -> str:
+def plural(n: int, noun: str) -> str:
+    """`1 job`, `2 jobs`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def jobs(data: dict, hidden_audits: int = 0) -> str:
+    hint = f"{plural(hidden_audits, 'audit job')} of the post-commit hook not shown (gitswarm status --all)"
     if not data["jobs"]:
-        return "no jobs"
+        return "no jobs" + (f"; {hint}" if hidden_audits else "")
     rows = [
         (j["id"][:12], "awaiting approval" if j.get("awaiting_approval") else j["status"], counts(j["counts"]), when(j["created"]), j["goal"])
         for j in data["jobs"]
@@ -33,6 +35,8 @@ def jobs(data: dict) -> str:
     if waiting:
         text += f"\n\n{len(waiting)} job(s) will not run here until approved (gitswarm approve JOB):"
         text += "".join(f"\n  {job[:12]}: {why}" for job, why in waiting.items())
+    if hidden_audits:
+        text += f"\n\n{hint}"
     return text
 
 
@@ -107,3 +111,30 @@ def demo_story(story: dict) -> str:
         lines.append(f"break-add: {rejected['state']}: {rejected['why']}")
         lines.append("  the agent said it was done, but the check failed on its patch, so nothing of it was merged.")
     return "\n".join(lines)
+
+
+def failed_checks(checks: list[dict]) -> str:
+    """Each failed check in words (`pytest -q failed (exit 1)`) and the last lines it printed."""
+    text = ""
+    for check in checks:
+        if check["passed"]:
+            continue
+        command = check["command"] if isinstance(check["command"], str) else " ".join(check["command"])
+        how = "timed out" if check["timed_out"] else "was killed" if check["exit_code"] is None else f"failed (exit {check['exit_code']})"
+        text += f"\n{command} {how}" + ("; its last lines:" if check["tail"] else ", printing nothing")
+        text += "".join(f"\n    {line}" for line in check["tail"])
+    return text
+
+
+def delegate_next(data: dict) -> list[str]:
+    """What to do after `delegate`: merge the verified patch, or look at what went wrong and discard it."""
+    job, task = data["id"][:12], data["tasks"][0]["id"] if data["tasks"] else "delegate"
+    patches = (data.get("summary") or {}).get("patches") or []
+    verified = [p for p in patches if p["verified"]]
+    if data["status"] == "succeeded" and verified:
+        return [f"next: gitswarm merge {verified[-1]['id'][:12]}    (the patch passed its checks)"]
+    steps = [f"gitswarm show {job}    (what happened)", f"gitswarm output {job}/{task}    (what its last run or check printed)"]
+    if patches:
+        steps.append(f"gitswarm diff {patches[-1]['id'][:12]}    (the change it made, not verified)")
+    steps.append(f"gitswarm worktrees discard {job}/{task}    (throw the attempt away)")
+    return [("next: " if n == 0 else "      ") + step for n, step in enumerate(steps)]

@@ -5,12 +5,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from gitswarm.cli import render
 from gitswarm.cli.context import _ctx
+from gitswarm.cli.groups import group
 from gitswarm.model.errors import EXIT_FAILED, BadInput
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
-hooks_app = typer.Typer(help="Git hooks that trigger audits.", no_args_is_help=True, rich_markup_mode=None)
+hooks_app = group("Git hooks that trigger audits.")
 
 
 def audit(
@@ -24,7 +26,10 @@ def audit(
 
     c = _ctx(ctx)
     data = run_audit(c.swarm(), rev, check, adapter)
-    c.output.result(data, lambda d: f"{d['commit'][:12]}: {'accepted' if d['accepted'] else 'REJECTED'} ({d['verdict']}, {d['reviewer']})")
+    c.output.result(
+        data,
+        lambda d: f"{d['commit'][:12]}: {'accepted' if d['accepted'] else 'REJECTED'} ({d['verdict']}, {d['reviewer']})" + render.failed_checks(d["checks"]),
+    )
     if not data["accepted"]:
         raise typer.Exit(EXIT_FAILED)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gitswarm.adapters.base import RunContext
 from gitswarm.adapters.registry import repo_registry
+from gitswarm.engine.check_report import check_view
 from gitswarm.engine.config import load_config
 from gitswarm.engine.patches import _store, find_patch, run_plain, worktrees_of
 from gitswarm.engine.swarm import Swarm, verdict_view
@@ -66,7 +67,7 @@ def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, audi
         "accepted": verdict.accepted,
         "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
         "reviewer": verdict.reviewer,
-        "checks": [{"command": c.command, "exit_code": c.exit_code, "passed": c.passed} for c in result.checks],
+        "checks": [check_view(c, swarm.repo.read_blob) for c in result.checks],
     }
 
 

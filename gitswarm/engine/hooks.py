@@ -9,18 +9,23 @@ was. Shims are recognised by their marker line; nothing else is touched.
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import os
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.engine.audit import accepted_on
+from gitswarm.engine.audit_jobs import branch_of, goal_for, looks_like_audit, source_for
 from gitswarm.engine.config import load_config
 from gitswarm.engine.push_gate import gated
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.verify import nothing_to_check
-from gitswarm.model.errors import BadInput
+from gitswarm.model.errors import BadInput, InvalidTransition
 from gitswarm.model.spec import toml_string
 from gitswarm.store.gitcli import git
 
@@ -98,8 +103,15 @@ def uninstall(swarm: Swarm) -> dict:
 
 def post_commit(swarm: Swarm, commit: str | None = None, branch: str | None = None) -> str | None:
     """Queue an audit job for the commit just made when its branch is one the configuration
-    names; its id. The shim passes the commit and branch it saw (it runs this in the
-    background, when HEAD may have moved on); the caller then works the job.
+    names; its id, or None when nothing is to be audited. The shim passes the commit and branch
+    it saw (it runs this in the background, when HEAD may have moved on); the caller then works
+    the job.
+
+    Audits coalesce to the newest commit of each branch: when the branch has moved on past
+    COMMIT, its tip is audited instead; nothing is queued when an audit of that commit, or of a
+    newer one, is already queued, running or done, or when COMMIT is no longer on the branch
+    (amended, reset); audits of the branch that are queued and not started are cancelled as
+    superseded. Three quick commits make one test run, not three.
     """
     if commit is None:
         commit, branch = swarm.repo.resolve("HEAD"), (swarm.repo.head_branch() or "").removeprefix("refs/heads/")
@@ -109,14 +121,71 @@ def post_commit(swarm: Swarm, commit: str | None = None, branch: str | None = No
     commit = swarm.repo.resolve(commit)
     if commit is None:
         return None
-    # The task runs `gitswarm audit`, found next to the Python running this.
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    # The branch name came in as an argument: quoted as a TOML string, whatever it holds.
-    spec = (
-        f"goal = {toml_string(f'audit {commit[:12]} on {branch}')}\n"
-        f'[[tasks]]\nid = "audit"\ncommand = ["gitswarm", "audit", {toml_string(commit)}]\nmax_attempts = 1\n'
-    )
-    return swarm.submit_text(spec, "post-commit")
+    with _post_commit_lock(swarm.repo.common_dir):  # two hooks at once would both queue the same audit
+        swarm.index.refresh(swarm.refs)  # what the hook that held the lock before queued
+        target = _newest_on(swarm, commit, branch)
+        if target is None:
+            return None
+        audits = branch_audits(swarm, branch)
+        if any(a.status != "cancelled" and swarm.repo.is_ancestor(target, a.commit) for a in audits):
+            return None
+        for audit in audits:
+            if audit.status == "queued" and not audit.started:
+                try:
+                    swarm.cancel(audit.job, f"superseded by the audit of {target[:12]}")
+                except InvalidTransition:  # its worker took it and finished it meanwhile
+                    pass
+        # The task runs `gitswarm audit`, found next to the Python running this.
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        # The branch name came in as an argument: quoted as a TOML string, whatever it holds.
+        spec = (
+            f"goal = {toml_string(goal_for(target, branch))}\n"
+            f'[[tasks]]\nid = "audit"\ncommand = ["gitswarm", "audit", {toml_string(target)}]\nmax_attempts = 1\n'
+        )
+        return swarm.submit_text(spec, source_for(branch))
+
+
+@dataclass(frozen=True)
+class BranchAudit:
+    job: str
+    commit: str
+    status: str  # the job's
+    started: bool  # its task was ever leased
+
+
+def branch_audits(swarm: Swarm, branch: str) -> list[BranchAudit]:
+    """The post-commit audit jobs this clone queued for `branch` whose commit is here."""
+    local = swarm.ledger.trust.local_jobs()
+    found = []
+    for job in swarm.index.jobs():
+        if job["id"] not in local or not looks_like_audit(job["goal"]) or not job["goal"].endswith(f" on {branch}"):
+            continue
+        snapshot = swarm.refs.snapshot(job["id"], swarm.index.job_tip(job["id"]))
+        command = snapshot.task("audit").spec.command if branch_of(snapshot.job.source) == branch else None
+        if isinstance(command, (list, tuple)) and len(command) == 3 and swarm.repo.has_object(command[2]):
+            found.append(BranchAudit(job["id"], command[2], job["status"], snapshot.state.claims > 0))
+    return found
+
+
+def _newest_on(swarm: Swarm, commit: str, branch: str) -> str | None:
+    """The commit to audit for a commit made on `branch`: the branch's tip when it has moved on
+    past it, None when the commit is no longer on the branch."""
+    tip = swarm.repo.resolve(f"refs/heads/{branch}")
+    if tip is None or tip == commit:
+        return commit
+    return tip if swarm.repo.is_ancestor(commit, tip) else None
+
+
+@contextmanager
+def _post_commit_lock(common_dir: Path) -> Iterator[None]:
+    path = common_dir / "gitswarm" / "post-commit.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def pre_push(swarm: Swarm, lines: list[str]) -> list[str]:

@@ -10,13 +10,11 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gitswarm.adapters.names import adapter_names, spec_dirs
-from gitswarm.adapters.registry import repo_registry
-from gitswarm.engine.config import load_config
+from gitswarm.engine.audit_jobs import is_audit_source, looks_like_audit
 from gitswarm.model import codec
-from gitswarm.model.artifacts import describe
-from gitswarm.model.provenance import Weighed
+from gitswarm.model.artifacts import Check, Run, describe
 from gitswarm.model.errors import BadInput, NotFound
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
@@ -25,10 +23,13 @@ from gitswarm.store.git import open_repo
 from gitswarm.store.gitcli import git
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.index import Index
-from gitswarm.store.verdicts import VerdictNotes
-from gitswarm.store.jobs import JobRefs
+from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.ledger import Ledger
 from gitswarm.store.worktrees import check_includes
+
+if TYPE_CHECKING:
+    from gitswarm.model.provenance import Weighed
+    from gitswarm.store.verdicts import VerdictNotes
 
 Clock = Callable[[], float]
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -97,24 +98,15 @@ class Swarm:
     # -- names ----------------------------------------------------------------------------
 
     def known_adapters(self) -> list[str]:
-        return adapter_names(spec_dirs(self.repo.workdir))
+        from gitswarm.engine import adapter_facts  # deferred for start-up speed: reading commands never load adapters
+
+        return adapter_facts.known_adapters(self.repo.workdir)
 
     def adapter_facts(self) -> AdapterFacts:
         """What job specs are checked against: adapter names, their capabilities, routing."""
-        registry = repo_registry(self.repo.workdir)
-        routing = load_config(self.repo.workdir).adapters
+        from gitswarm.engine import adapter_facts  # deferred for start-up speed: reading commands never load adapters
 
-        def capabilities(name: str) -> tuple[str, ...]:
-            return registry.found(name).capabilities
-
-        def needs_approval(name: str) -> bool:
-            spec = registry.found(name).spec
-            return spec is not None and spec.approve
-
-        def route(needs: tuple[str, ...]) -> str:
-            return registry.route(needs, routing.prefer, routing.disabled)
-
-        return AdapterFacts(names=registry.names(), capabilities=capabilities, needs_approval=needs_approval, route=route)
+        return adapter_facts.adapter_facts(self.repo.workdir)
 
     def resolve_job(self, prefix: str) -> str:
         """The job a prefix names; a job whose records cannot be read raises why."""
@@ -187,6 +179,7 @@ class Swarm:
             waiting = self.awaiting_approval([j["id"] for j in jobs if j["status"] not in FINISHED])
             for found_job in jobs:
                 found_job["awaiting_approval"] = found_job["id"] in waiting
+                found_job["audit"] = looks_like_audit(found_job["goal"]) and self.is_audit_job(found_job["id"])
             return {"jobs": jobs, "awaiting_approval": waiting}
         job_id = self.resolve_job(job)
         found = self.index.job(job_id)
@@ -197,6 +190,10 @@ class Swarm:
         if reviews:
             view["reviews"] = reviews
         return view
+
+    def is_audit_job(self, job_id: str) -> bool:
+        """Whether the job is one the post-commit hook queued (its source says so; engine/audit_jobs.py)."""
+        return is_audit_source(self.refs.snapshot(job_id, self.index.job_tip(job_id)).job.source)
 
     def awaiting_approval(self, jobs: list[str]) -> dict[str, str]:
         """Those of `jobs` that may not run here until approved, and why (pulled, say)."""
@@ -217,14 +214,20 @@ class Swarm:
 
     def verdict_notes(self) -> VerdictNotes:
         """The verdicts noted on commits, weighed as this clone sees them."""
+        from gitswarm.store.verdicts import VerdictNotes  # deferred for start-up speed: only jobs with patches need it
+
         return VerdictNotes(self.repo, self.repo.workdir or self.repo.common_dir)
 
     def show(self, job: str) -> dict:
         """The job's summary once it has one; until then its tasks and artifacts."""
         view = self.status(job)
-        view["artifacts"] = self.artifacts(view["id"])["artifacts"]
+        rows = self.index.artifacts(view["id"])
+        view["artifacts"] = []
+        if not rows:  # nothing to read from the refs (the tip of a new job holds every task spec: ~10 ms per 10,000)
+            return view
         snapshot = self.refs.snapshot(view["id"], self.index.job_tip(view["id"]))
-        kinds = {a: kind for a, _, kind in self.index.artifacts(view["id"])}
+        view["artifacts"] = _artifact_views(snapshot, rows)
+        kinds = {a: kind for a, _, kind in rows}
         latest = next((a for a in reversed(snapshot.state.artifacts) if kinds.get(a) == "summary"), None)
         if latest is not None:
             summary = snapshot.artifact(latest)
@@ -250,13 +253,10 @@ class Swarm:
 
     def artifacts(self, job: str) -> dict:
         job_id = self.resolve_job(job)
-        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
-        out = []
-        for artifact_id_, task, kind in self.index.artifacts(job_id):
-            out.append(
-                {"id": artifact_id_, "kind": kind, "task": task, "summary": describe(snapshot.artifact(artifact_id_))}
-            )
-        return {"id": job_id, "artifacts": out}
+        rows = self.index.artifacts(job_id)
+        if not rows:
+            return {"id": job_id, "artifacts": []}
+        return {"id": job_id, "artifacts": _artifact_views(self.refs.snapshot(job_id, self.index.job_tip(job_id)), rows)}
 
     def artifact(self, prefix: str) -> dict:
         check_prefix(prefix, "artifact")
@@ -265,6 +265,30 @@ class Swarm:
         job_id = next(job for artifact_id_, job in rows if artifact_id_ == found)
         artifact = self.refs.snapshot(job_id, self.index.job_tip(job_id)).artifact(found)
         return {"id": found, "job": job_id, "record": codec.to_builtins(artifact)}
+
+    def task_output(self, ref: str, attempt: int | None = None, stderr: bool = False) -> dict:
+        """The output of a task's last run or check (of attempt N, numbered as the task's
+        attempts since its last retry): {"job", "task", "artifact", "kind", "attempt", "truncated", "data"}."""
+        job_id, task_id = self.resolve_task(ref)
+        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
+        task = snapshot.task(task_id)
+        runs = [(a, found) for a in task.artifacts if isinstance(found := snapshot.artifact(a), (Run, Check))]
+        if attempt is not None:
+            runs = [(a, found) for a, found in runs if found.attempt == attempt]
+        if not runs:
+            which = f"no attempt {attempt}" if attempt is not None else f"no output yet (it is {task.state.value})"
+            raise NotFound(f"task {job_id[:12]}/{task_id} has {which}")
+        artifact_id, found = runs[-1]
+        blob = found.stderr if stderr else found.stdout
+        return {
+            "job": job_id,
+            "task": task_id,
+            "artifact": artifact_id,
+            "kind": "run" if isinstance(found, Run) else "check",
+            "attempt": found.attempt,
+            "truncated": blob.truncated if blob else 0,
+            "data": self.repo.read_blob(blob.oid) if blob else b"",
+        }
 
     def cancel(self, target: str, reason: str | None = None) -> dict:
         job_id, task_id = self.resolve_target(target)
@@ -288,6 +312,11 @@ class Swarm:
         self.index.refresh(self.refs)
         jobs = self.index.job_ids()
         return {"jobs": len(jobs), "tasks": self.index.task_count(), "invalid": sorted(self.index.invalid), "path": str(self.index.path)}
+
+
+def _artifact_views(snapshot: Snapshot, rows: list[tuple[str, str | None, str]]) -> list[dict]:
+    """(id, task, kind) rows of the index as `artifacts` prints them."""
+    return [{"id": a, "kind": kind, "task": task, "summary": describe(snapshot.artifact(a))} for a, task, kind in rows]
 
 
 def _changed(tasks: dict) -> dict[str, str]:

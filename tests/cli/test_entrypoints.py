@@ -121,8 +121,8 @@ def test_dash_c_json_status_lists_a_submitted_job(repo: Path, tmp_path: Path, ch
     data = json.loads(gitswarm_(tmp_path, child_env, "-C", str(repo), "--json", "status").out)
     assert list(data) == ["awaiting_approval", "jobs"] and data["awaiting_approval"] == {}
     (job,) = data["jobs"]
-    assert set(job) == {"id", "goal", "status", "created", "updated", "counts", "awaiting_approval"}
-    assert job["awaiting_approval"] is False
+    assert set(job) == {"id", "goal", "status", "created", "updated", "counts", "awaiting_approval", "audit"}
+    assert job["awaiting_approval"] is False and job["audit"] is False
     assert (job["id"], job["status"], job["counts"]) == (job_id, "queued", {"blocked": 1, "queued": 1})
 
 

@@ -1,0 +1,37 @@
+"""What job specs are checked against: the adapters known in a repository and how needs are routed.
+
+A module of its own so that Swarm loads the adapter registry (and, through
+it, every adapter implementation) only when something is submitted: reading
+commands such as `status` never need it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitswarm.adapters.names import adapter_names, spec_dirs
+from gitswarm.adapters.registry import repo_registry
+from gitswarm.engine.config import load_config
+from gitswarm.model.spec import AdapterFacts
+
+
+def known_adapters(workdir: Path | None) -> list[str]:
+    return adapter_names(spec_dirs(workdir))
+
+
+def adapter_facts(workdir: Path | None) -> AdapterFacts:
+    """Adapter names, their capabilities and the routing of `needs` in the repository at `workdir`."""
+    registry = repo_registry(workdir)
+    routing = load_config(workdir).adapters
+
+    def capabilities(name: str) -> tuple[str, ...]:
+        return registry.found(name).capabilities
+
+    def needs_approval(name: str) -> bool:
+        spec = registry.found(name).spec
+        return spec is not None and spec.approve
+
+    def route(needs: tuple[str, ...]) -> str:
+        return registry.route(needs, routing.prefer, routing.disabled)
+
+    return AdapterFacts(names=registry.names(), capabilities=capabilities, needs_approval=needs_approval, route=route)
