@@ -160,9 +160,9 @@ def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
         return Plan(job_id, "unchanged", ours, theirs, theirs)
     brought = intake.check_job(job_id, theirs, ours)
     if ours is None or base == ours:
-        check_tip(repo, job_id, theirs, brought if ours is None else None)  # a new job's commits are all brought
+        check_tip(repo, job_id, theirs, brought if ours is None else None, intake.parsed)  # a new job's commits are all brought
         return Plan(job_id, "new" if ours is None else "updated", ours, theirs, theirs)
-    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base, remote_only=brought)
+    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base, remote_only=brought, parsed=intake.parsed)
     return Plan(job_id, "merged", ours, theirs, merged.tip, merged)
 
 

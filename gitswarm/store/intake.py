@@ -22,11 +22,11 @@ from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import CorruptRecord
 from gitswarm.model.ids import ARTIFACT_ID
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
-from gitswarm.model.ops import JobCreated
+from gitswarm.model.ops import JobCreated, Op
 from gitswarm.model.validate import check_artifact, check_op
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
-from gitswarm.store.jobs import Snapshot, parse_ops
+from gitswarm.store.jobs import Snapshot, parse_op_lines
 
 _FANS = (layout.TASKS_FANS, layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 _HEX = frozenset("0123456789abcdef")
@@ -47,6 +47,7 @@ class Intake:
         self.repo = repo
         self.limits = limits
         self.spent = 0
+        self.parsed: dict[str, list[tuple[str, Op]]] = {}  # commit id -> its (line, op)s, decoded once
 
     def charge(self, size: int, where: str, record: bool = True) -> None:
         if record and size > self.limits.max_record:
@@ -59,6 +60,7 @@ class Intake:
         """Refuse (CorruptRecord) pulled history of `job_id` that is not well formed; the
         commits it brings (oldest first), for the merge or the replay to reuse."""
         repo, where = self.repo, layout.job_ref(job_id)
+        self.parsed = {}  # one job's at a time: a pull of thousands of jobs need not hold them all
         local = Snapshot(repo, job_id, ours) if ours is not None else None
         task_ids: frozenset[str] | None = frozenset(local.task_ids()) if local is not None else None
         job_blob = repo.tree_entry(local.tree, layout.JOB_PATH) if local is not None else None
@@ -68,7 +70,8 @@ class Intake:
             self.charge(len(commit.message.encode()), at)
             if len(commit.parents) > 2:
                 raise CorruptRecord(f"{at}: a commit with {len(commit.parents)} parents")
-            ops = parse_ops(commit, where)
+            lines = self.parsed[commit.oid] = parse_op_lines(commit, where)
+            ops = [op for _, op in lines]
             for n, op in enumerate(ops):
                 if isinstance(op, JobCreated):
                     if local is not None or commit.parents or n or len(ops) > 1 or task_ids is not None:

@@ -10,7 +10,7 @@ the merged tree has both sides'.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gitswarm.model import codec
@@ -23,6 +23,8 @@ from gitswarm.store.gitrepo import CommitInfo, GitRepo
 from gitswarm.store.jobs import COMMITTER, parse_op_lines, parse_ops
 
 MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
+#: Commit id -> the (line, operation) pairs it records, for commits a caller already decoded.
+Parsed = Mapping[str, list[tuple[str, Op]]]
 
 
 @dataclass(frozen=True)
@@ -32,19 +34,21 @@ class Merged:
     tasks: list[Task]  # the task records that differ from the local tip's
 
 
-def history_ops(repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None) -> list[Op]:
+def history_ops(
+    repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None, parsed: Parsed = {}
+) -> list[Op]:
     """Every operation reachable from either tip, each once (by id); shared commits are read once.
     `remote_only`: the commits reachable from `remote` and not from `local`, when already walked."""
     theirs = remote_only if remote_only is not None else list(repo.walk(remote, hide=local))
-    return unique_ops([*repo.walk(local), *theirs], where)
+    return unique_ops([*repo.walk(local), *theirs], where, parsed)
 
 
-def unique_ops(commits: Iterable[CommitInfo], where: str) -> list[Op]:
+def unique_ops(commits: Iterable[CommitInfo], where: str, parsed: Parsed = {}) -> list[Op]:
     """The operations the commits record, each once. An op id that comes with two different
     bodies is refused: merging would silently drop one of them."""
     found: dict[str, tuple[str, Op]] = {}
     for commit in commits:
-        for line, op in parse_op_lines(commit, where):
+        for line, op in parsed[commit.oid] if commit.oid in parsed else parse_op_lines(commit, where):
             seen = found.get(op.id)
             if seen is None:
                 found[op.id] = (line, op)
@@ -62,7 +66,7 @@ def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
 
 def merge_job(
     repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None,
-    remote_only: list[CommitInfo] | None = None,
+    remote_only: list[CommitInfo] | None = None, parsed: Parsed = {},
 ) -> Merged:
     """Commit the merge of two diverged tips (parents: local, remote); the caller moves the ref.
 
@@ -73,7 +77,7 @@ def merge_job(
     where = layout.job_ref(job_id)
     if (base or repo.merge_base(local, remote)) is None:
         raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
-    result = replay(history_ops(repo, local, remote, where, remote_only), where)
+    result = replay(history_ops(repo, local, remote, where, remote_only, parsed), where)
     local_tree = repo.commit_info(local).tree
     paths: dict[str, str | None] = {}
     for path, oid in record_oids(repo, result).items():
@@ -93,7 +97,7 @@ def merge_job(
     return Merged(tip=tip, state=result.state, tasks=changed)
 
 
-def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None) -> None:
+def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None, parsed: Parsed = {}) -> None:
     """Refuse a history whose tip does not record the canonical replay of its operations.
 
     Compares the state record and every task record by blob id: no record is
@@ -107,7 +111,7 @@ def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | 
         raise CorruptRecord(f"{where}: history does not start with this job's job_created")
     if any(not commit.parents for commit in commits[1:]):
         raise CorruptRecord(f"{where}: the history has more than one root commit")
-    result = replay(unique_ops(commits, where), where)
+    result = replay(unique_ops(commits, where, parsed), where)
     tree = repo.commit_info(tip).tree
     expected = record_oids(repo, result)
     for path, oid in expected.items():
