@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
+from operator import itemgetter
 
-from gitswarm.cli.table import table
+from gitswarm.cli.table import columns_table, table
 
 __all__ = ["table"]  # commands draw their own tables with it
 
@@ -44,13 +45,18 @@ def job(data: dict) -> str:
     head = f"job {data['id']}  {data['status']}\ngoal: {data['goal']}\ntasks: {counts(data['counts'])}\n"
     if data.get("awaiting_approval"):
         head += f"awaiting approval: {data['awaiting_approval']} (gitswarm approve {data['id'][:12]})\n"
-    rows = []
-    for t in data["tasks"]:
-        note = t["error"] or (f"skipped: {t['skipped_because']} did not succeed" if t["skipped_because"] else "")
-        rows.append(
-            (t["id"], t["state"], f"{t['attempts']}/{t['max_attempts']}", ",".join(t["depends_on"]), t["adapter"], note)
-        )
-    text = head + "\n" + table(("TASK", "STATE", "TRIES", "NEEDS", "ADAPTER", "NOTE"), rows)
+    tasks = data["tasks"]
+
+    def field(name: str) -> list:
+        return list(map(itemgetter(name), tasks))
+
+    notes = [
+        error or (f"skipped: {skipped} did not succeed" if skipped else "")
+        for error, skipped in zip(field("error"), field("skipped_because"))
+    ]
+    tries = list(map("{}/{}".format, field("attempts"), field("max_attempts")))
+    columns = (field("id"), field("state"), tries, list(map(",".join, field("depends_on"))), field("adapter"), notes)
+    text = head + "\n" + columns_table(("TASK", "STATE", "TRIES", "NEEDS", "ADAPTER", "NOTE"), columns)
     if data.get("reviews"):
         text += "\n\nverdicts:\n" + reviews(data["reviews"])
     return text

@@ -61,14 +61,28 @@ def cut(text: str, width: int) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None) -> str:
     """Left-aligned columns two spaces apart, fitted to `width` (default: output_width())."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
-    natural = [max(map(len, column)) for column in zip(*cells)]
-    floors = [min(n, max(len(h), MIN_COLUMN)) for n, h in zip(natural, cells[0])]
+    columns = list(zip(*rows)) if rows else [() for _ in headers]
+    return columns_table(headers, columns, width)
+
+
+def columns_table(headers: Sequence[str], columns: Sequence[Sequence[Any]], width: int | None = None) -> str:
+    """As `table`, from the columns (a job of 10,000 tasks is drawn column by column, each step a
+    C loop: row by row took ~20 ms)."""
+    texts = [_texts(header, column) for header, column in zip(headers, columns)]
+    natural = [max(map(len, column)) for column in texts]
+    floors = [min(n, max(len(h), MIN_COLUMN)) for n, h in zip(natural, headers)]
     widths = fit(natural, floors, output_width() if width is None else width)
-    narrowed = [i for i, (w, n) in enumerate(zip(widths, natural)) if w < n]
-    if narrowed:
-        for row in cells:
-            for i in narrowed:
-                row[i] = cut(row[i], widths[i])
-    line = GAP.join([*(f"{{:<{w}}}" for w in widths[:-1]), "{}"]).format  # the last column unpadded
-    return "\n".join([line(*row).rstrip() for row in cells])
+    for i, (w, n) in enumerate(zip(widths, natural)):
+        if w < n:
+            texts[i] = [cut(text, w) for text in texts[i]]
+    line = GAP.join([*(f"%-{w}s" for w in widths[:-1]), "%s"])  # the last column unpadded
+    return "\n".join(map(str.rstrip, map(line.__mod__, zip(*texts))))
+
+
+def _texts(header: str, column: Sequence[Any]) -> list[str]:
+    """The header and the column's cells as text (None as nothing)."""
+    try:
+        "".join(column)  # a C loop that fails on the first cell that is not text
+        return [str(header), *column]
+    except TypeError:
+        return [str(header), *("" if c is None else str(c) for c in column)]
