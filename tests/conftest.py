@@ -25,6 +25,7 @@ def isolation_env(home: Path) -> dict[str, str]:
     gitconfig.write_text("[init]\n\tdefaultBranch = main\n")
     return {
         "HOME": str(home),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),  # where delegation worktrees go by default
         "GIT_CONFIG_GLOBAL": str(gitconfig),
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_AUTHOR_NAME": "Test Author",
@@ -42,6 +43,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("GIT_DIR", raising=False)
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)
+    monkeypatch.delenv("GITSWARM_WORKTREE_ROOT", raising=False)
     return home
 
 

@@ -13,6 +13,10 @@
     audit_branches = ["main"]            # post-commit audits commits on these (fnmatch); [] = none
     verified_branches = ["swarm/*"]      # pre-push refuses these without an accepted verdict
 
+    [worktrees]
+    root = "~/fast-disk/worktrees"       # where delegation worktrees go (relative: to the repository's top);
+                                         # $GITSWARM_WORKTREE_ROOT wins; default: the per-user state directory
+
     [pull]
     max_record = 16777216                # bytes of one pulled record; a job holding a bigger one is refused
     max_pull = 1073741824                # bytes one pull may read in all; the jobs past it are refused
@@ -30,7 +34,7 @@ from gitswarm.adapters.registry import DEFAULT_PREFERENCE
 from gitswarm.engine.push_gate import CONFIG_FILE, DEFAULT_VERIFIED, raw_config
 from gitswarm.model.errors import BadInput
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
-
+from gitswarm.store.worktrees import default_root
 
 
 class AdaptersConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -57,11 +61,16 @@ class PullConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     max_pull: Bytes = MAX_PULL  # everything one pull reads
 
 
+class WorktreesConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    root: Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")] | None = None
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     adapters: AdaptersConfig = msgspec.field(default_factory=AdaptersConfig)
     audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
     hooks: HooksConfig = msgspec.field(default_factory=HooksConfig)
     pull: PullConfig = msgspec.field(default_factory=PullConfig)
+    worktrees: WorktreesConfig = msgspec.field(default_factory=WorktreesConfig)
 
 
 def load_config(workdir: Path | None) -> Config:
@@ -77,3 +86,9 @@ def load_config(workdir: Path | None) -> Config:
     except msgspec.ValidationError as exc:
         shown = where if own.is_file() else f"{where} [tool.gitswarm]"
         raise BadInput(f"{shown}: {str(exc).replace('Object contains unknown field', 'unknown key')}") from None
+
+
+def worktree_root(workdir: Path | None, common_dir: Path) -> Path:
+    """Where this repository's delegation worktrees (and clean checkouts) go: $GITSWARM_WORKTREE_ROOT,
+    else `[worktrees] root`, else the per-user state directory (store/worktrees.py)."""
+    return default_root(common_dir, load_config(workdir).worktrees.root, workdir)

@@ -39,7 +39,7 @@ from gitswarm.model.paths import quote_path
 from gitswarm.store.gitcli import git
 from gitswarm.store.index import Index
 from gitswarm.store.layout import JOBS_PREFIX, NOTES_REF
-from gitswarm.store.worktrees import BRANCH_PREFIX, DEFAULT_ROOT_NAME
+from gitswarm.store.worktrees import BRANCH_PREFIX, legacy_root
 
 Stamp = tuple[int, int, int, int]
 ABSENT: Stamp = (-1, -1, -1, -1)
@@ -237,7 +237,7 @@ def _files(watch: Watch) -> dict[str, Stamp]:
     paths += [p for listed in GIT_DIR_LISTED for p in _listed(common / listed)]
     if watch.workdir is not None:
         paths.append(_user_git_dir(watch.workdir, common) / "HEAD")
-    paths += _own_files(common / "gitswarm", {watch.root, common / "gitswarm" / DEFAULT_ROOT_NAME})
+    paths += _own_files(common / "gitswarm", {watch.root, legacy_root(common)})
     paths += _listed(watch.worktree.parent) + _listed(watch.root)
     return {str(path): _stamp(path) for path in paths}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import repo_registry
+from gitswarm.engine.config import worktree_root
 from gitswarm.engine.merge import (
     ConflictError,
     Mode,
@@ -26,6 +27,7 @@ from gitswarm.model.artifacts import BlobRef, Decision, Patch
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.ids import check_branch_ref
 from gitswarm.model.spec import toml_string
+from gitswarm.store.checkouts import CHECKOUTS_DIR, Checkouts
 from gitswarm.store.gitcli import git
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.trust import Trust
@@ -37,7 +39,8 @@ def run_plain(invocation: Invocation) -> ProcessResult:
 
 
 def worktrees_of(swarm: Swarm) -> Worktrees:
-    return Worktrees(swarm.repo.workdir or swarm.repo.common_dir, swarm.repo.common_dir)
+    common = swarm.repo.common_dir
+    return Worktrees(swarm.repo.workdir or common, common, worktree_root(swarm.repo.workdir, common))
 
 
 def find_patch(swarm: Swarm, prefix: str) -> tuple[str, Patch, Snapshot]:
@@ -180,7 +183,8 @@ def worktree_list(swarm: Swarm) -> dict:
 
 
 def worktree_gc(swarm: Swarm) -> dict:
-    """Remove worktrees whose branch was merged or whose task was cancelled, and only clean ones."""
+    """Remove worktrees whose branch was merged or whose task was cancelled, and only clean ones;
+    and the idle clean checkouts kept for checks (`checkouts`: they hold nothing but a copy of a commit)."""
     trees = worktrees_of(swarm)
     removed, kept = [], []
     for entry in worktree_list(swarm)["worktrees"]:
@@ -190,8 +194,19 @@ def worktree_gc(swarm: Swarm) -> dict:
             continue
         trees.remove(Path(entry["path"]))
         removed.append({"path": entry["path"], "why": reason})
-    git(["worktree", "prune"], swarm.repo.workdir or swarm.repo.common_dir, check=False)
-    return {"removed": removed, "kept": kept}
+    checkouts = [path for root in sorted(_checkout_roots(trees)) for path in Checkouts(trees.repo_dir, root).clear()]
+    git(["worktree", "prune"], trees.repo_dir, check=False)
+    return {"removed": removed, "kept": kept, "checkouts": checkouts}
+
+
+def _checkout_roots(trees: Worktrees) -> set[Path]:
+    """Today's root and every root that still has pooled checkouts (`<root>/checkouts/<n>`, detached)."""
+    roots = {trees.root}
+    for entry in trees.every():
+        path = Path(entry["path"])
+        if not entry["branch"] and path.parent.name == CHECKOUTS_DIR and path.name.isdigit():
+            roots.add(path.parent.parent)
+    return roots
 
 
 def _gc_reason(swarm: Swarm, entry: dict) -> str | None:

@@ -8,7 +8,6 @@ exactly the head SHA that was checked, also written as a note on it.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +16,9 @@ from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, exec
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.model.errors import BadInput
 from gitswarm.model.artifacts import Check, Patch, Verdict, artifact_id
-from gitswarm.model.ids import new_id
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.verdict import Judgement, combine, from_checks, parse_auditor
-from gitswarm.store.gitcli import git
+from gitswarm.store.checkouts import Checkout, Checkouts
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.verdicts import VerdictNotes
 
@@ -46,18 +44,23 @@ class Verification:
     verdict: Verdict
 
 
+# The checkouts this process holds, by path: clean_checkout and drop_checkout pass only the path.
+_held: dict[Path, tuple[Checkouts, Checkout]] = {}
+
+
 def clean_checkout(repo_dir: Path, root: Path, commit: str) -> Path:
-    """A fresh detached worktree of `commit`; remove it with drop_checkout."""
-    path = root / "verify" / new_id()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    git(["worktree", "add", "-q", "--detach", str(path), commit], repo_dir)
-    return path
+    """A clean detached checkout of `commit` (from the pool under `<root>/checkouts`, see
+    store/checkouts.py: as a fresh checkout, cheaper); give it back with drop_checkout."""
+    pool = Checkouts(repo_dir, root)
+    checkout = pool.take(commit)
+    _held[checkout.path] = (pool, checkout)
+    return checkout.path
 
 
 def drop_checkout(repo_dir: Path, path: Path) -> None:
-    git(["worktree", "remove", "--force", str(path)], repo_dir, check=False)
-    shutil.rmtree(path, ignore_errors=True)
-    git(["worktree", "prune"], repo_dir, check=False)
+    """Give a checkout of clean_checkout back to the pool (it is cleaned before its next use)."""
+    pool, checkout = _held.pop(path)
+    pool.give_back(checkout)
 
 
 def run_checks(

@@ -20,6 +20,7 @@ from pathlib import Path
 from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
+from gitswarm.engine.config import worktree_root
 from gitswarm.engine.delegation import Delegation
 from gitswarm.engine.packet import build_packet
 from gitswarm.model.artifacts import BlobRef
@@ -103,10 +104,18 @@ class Worker:
         self.write_blob = write_blob or repo.write_blob
         self.on_adapter = on_adapter  # told each adapter's process group id, and 0 when it is gone
         self.registry = registry or repo_registry(repo.workdir)
-        self.worktrees = worktrees or Worktrees(repo.workdir or repo.common_dir, repo.common_dir)
+        self._worktrees = worktrees  # resolved when first needed: a bad [worktrees] root fails a task, not the worker
         self.next_lease: Lease | None = None  # claimed together with the last finish
         self.supervised = supervised  # False once the supervisor is gone: stop, write nothing
         self.guard = IndexGuard(ledger)
+
+    @property
+    def worktrees(self) -> Worktrees:
+        """Where delegations and read-only checkouts go (reads `.gitswarm.toml` once; BadInput if it is invalid)."""
+        if self._worktrees is None:
+            repo = self.ledger.refs.repo
+            self._worktrees = Worktrees(repo.workdir or repo.common_dir, repo.common_dir, worktree_root(repo.workdir, repo.common_dir))
+        return self._worktrees
 
     def step(self) -> StepResult:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""

@@ -1,7 +1,15 @@
 """Delegation worktrees: one branch and one worktree per implement task, outside the user's tree.
 
     branch    refs/heads/swarm/<job>/<task>
-    worktree  <root>/<job>/<task>      root: $GITSWARM_WORKTREE_ROOT, else <git-common-dir>/gitswarm/worktrees
+    worktree  <root>/<job>/<task>
+    root      $GITSWARM_WORKTREE_ROOT, else `[worktrees] root` of .gitswarm.toml (engine/config.py),
+              else $XDG_STATE_HOME/gitswarm/worktrees/<repo-key> (~/.local/state/... by default)
+
+The default root is outside the git dir: agent CLIs (Claude Code) treat every
+path under `.git/` as sensitive and refuse to edit there. Worktrees made under
+an earlier root (`<git-common-dir>/gitswarm/worktrees`, or one configured
+since) are still found: a task's worktree is known by its branch and its
+`<job>/<task>` place, wherever its root is.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from gitswarm.store.gitcli import IDENTITY, GitCommandError, git
 
 BRANCH_PREFIX = "swarm/"
 INCLUDE_LISTING = ".gitswarm/worktree-include"
-DEFAULT_ROOT_NAME = "worktrees"  # under <git-common-dir>/gitswarm
+LEGACY_ROOT = ("gitswarm", "worktrees")  # the default root under <git-common-dir> until worktrees moved out of it
 GITLINK = b"160000"
 
 
@@ -51,12 +59,44 @@ class WorktreeViolation(Exception):
 
 
 ROOT_VARIABLE = "GITSWARM_WORKTREE_ROOT"
+KEY_NAME_CHARS = 32  # of the repository's name in its key
 
 
-def default_root(common_dir: Path) -> Path:
-    """Where worktrees go: $GITSWARM_WORKTREE_ROOT (e.g. a fast disk), else inside the git dir."""
-    configured = os.environ.get(ROOT_VARIABLE)
-    return Path(configured).expanduser().resolve() if configured else common_dir / "gitswarm" / DEFAULT_ROOT_NAME
+def default_root(common_dir: Path, configured: str | None = None, relative_to: Path | None = None) -> Path:
+    """Where worktrees go: $GITSWARM_WORKTREE_ROOT (e.g. a fast disk), else `configured` (the
+    `[worktrees] root` key; a relative path is taken from `relative_to`, the repository's top),
+    else the per-user state directory, one root per repository."""
+    variable = os.environ.get(ROOT_VARIABLE)
+    if variable:
+        return Path(variable).expanduser().resolve()
+    if configured:
+        return ((relative_to or common_dir) / Path(configured).expanduser()).resolve()
+    return (state_home() / "gitswarm" / "worktrees" / repo_key(common_dir)).resolve()
+
+
+def legacy_root(common_dir: Path) -> Path:
+    """The default root of earlier versions, inside the git dir: its worktrees are still listed and gc'd."""
+    return common_dir.joinpath(*LEGACY_ROOT)
+
+
+def state_home() -> Path:
+    """$XDG_STATE_HOME when it is an absolute path (the XDG spec ignores a relative one), else ~/.local/state."""
+    configured = os.environ.get("XDG_STATE_HOME", "")
+    return Path(configured) if os.path.isabs(configured) else Path.home() / ".local" / "state"
+
+
+def repo_key(common_dir: Path) -> str:
+    """A readable name unique to the repository: `<name>-<12 hex of sha256 of its common dir's real path>`.
+
+    The common dir, so that every linked worktree of a repository shares one
+    root; the name is the directory holding `.git` (or a bare repository's
+    own, without `.git`), reduced to characters safe in a path.
+    """
+    real = Path(os.path.realpath(common_dir))
+    name = real.parent.name if real.name == ".git" else real.name.removesuffix(".git")
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)[:KEY_NAME_CHARS].lstrip(".")
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:12]
+    return f"{safe or 'repo'}-{digest}"
 
 
 def include_names(repo_dir: Path) -> list[str]:
@@ -173,16 +213,45 @@ class Worktrees:
         return not git(["status", "--porcelain"], path).strip()
 
     def listing(self) -> list[dict[str, str]]:
-        """Every gitswarm worktree: path, branch and head (from `git worktree list --porcelain`)."""
-        out = git(["worktree", "list", "--porcelain"], self.repo_dir).decode()
+        """Every task worktree: path, branch and head (from `git worktree list --porcelain`).
+
+        A task's worktree is on its branch `swarm/<job>/<task>` at a path
+        ending in `<job>/<task>`, under whichever root it was made (today's,
+        the old one inside the git dir, one configured since). The main
+        working tree never is, nor a worktree the user made of such a branch
+        elsewhere, nor one whose directory is gone (`git worktree prune`
+        drops those).
+        """
         found = []
-        for block in out.strip().split("\n\n"):
-            fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
-            path = Path(fields.get("worktree", ""))
-            branch = fields.get("branch", "").removeprefix("refs/heads/")
-            if path.is_relative_to(self.root) and branch.startswith(BRANCH_PREFIX):
-                found.append({"path": str(path), "branch": branch, "head": fields.get("HEAD", "")})
+        for entry in self.every():
+            branch = entry["branch"]
+            job, _, task = branch.removeprefix(BRANCH_PREFIX).partition("/")
+            path = Path(entry["path"])
+            if branch.startswith(BRANCH_PREFIX) and task and (path.parent.name, path.name) == (job, task) and path.is_dir():
+                found.append(entry)
         return found
+
+    def every(self) -> list[dict[str, str]]:
+        """Every linked worktree of the repository (the main working tree left out): path, branch (short, "" when
+        detached) and head."""
+        out = git(["worktree", "list", "--porcelain"], self.repo_dir).decode(errors="surrogateescape")
+        found = []
+        for block in out.strip().split("\n\n")[1:]:
+            fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
+            branch = fields.get("branch", "").removeprefix("refs/heads/")
+            found.append({"path": fields.get("worktree", ""), "branch": branch, "head": fields.get("HEAD", "")})
+        return found
+
+    def find(self, job: str, task: str) -> Path | None:
+        """The task's worktree: the one on its branch, else one at `<root>/<job>/<task>` under today's root or the
+        old one (a worker that switched branch left it there); None when there is none."""
+        branch = branch_name(job, task)
+        places = {self.path_for(job, task).resolve(), (legacy_root(self.common_dir) / job / task).resolve()}
+        for entry in self.every():
+            path = Path(entry["path"])
+            if entry["branch"] == branch or path.resolve() in places:
+                return path
+        return None
 
     def remove(self, path: Path) -> None:
         """Remove a worktree; refuses (GitCommandError) if it holds changes."""

@@ -19,6 +19,7 @@ def isolate() -> None:
     home = scratch_dir("bench-home-")
     os.environ.update(
         HOME=home,
+        XDG_STATE_HOME=os.path.join(home, ".local", "state"),
         GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"),
         GIT_CONFIG_NOSYSTEM="1",
         GIT_AUTHOR_NAME="bench",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import pytest
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Check, Decision, Patch, Verdict
+from gitswarm.store.worktrees import repo_key
 from tests.conftest import Result, cli, git, register_scripted, rev
 
 TASK = "delegate"
@@ -52,7 +54,7 @@ class Delegated:
 
     @property
     def worktree(self) -> Path:
-        return self.repo / ".git" / "gitswarm" / "worktrees" / self.job / TASK
+        return state_root(self.repo) / self.job / TASK
 
     @property
     def branch(self) -> str:
@@ -67,6 +69,11 @@ class Delegated:
     def patch(self) -> tuple[str, Patch]:
         """The last patch."""
         return self.of(Patch)[-1]
+
+
+def state_root(repo: Path) -> Path:
+    """The default worktree root of `repo`: under the test's state directory (conftest sets XDG_STATE_HOME)."""
+    return Path(os.environ["XDG_STATE_HOME"]) / "gitswarm" / "worktrees" / repo_key(repo / ".git")
 
 
 def task_artifacts(repo: Path, job: str, task: str) -> list[tuple[str, object]]:
@@ -146,7 +153,7 @@ def test_delegate_verify_merge_moves_main_and_updates_the_checked_out_tree(proje
     checks = [c for _, c in d.of(Check)]
     assert [(c.command, c.passed) for c in checks] == [(CHECK, True), ("pwd", True)]
     ran_in = Path(git(project, "cat-file", "blob", checks[1].stdout.oid).strip())
-    assert ran_in.parent == project / ".git" / "gitswarm" / "worktrees" / "verify"
+    assert ran_in.parent == state_root(project) / "checkouts"
     (_, verdict), = d.of(Verdict)
     assert verdict.accepted and verdict.head == patch.head and verdict.reviewer == "checks"
     assert (verdict.status, verdict.integrity, verdict.contract) == ("complete", "clean", "aligned")
@@ -154,8 +161,11 @@ def test_delegate_verify_merge_moves_main_and_updates_the_checked_out_tree(proje
     assert note(project, patch.head)[0]["accepted"] is True
     assert d.data["summary"]["patches"][0]["verified"] is True
 
-    # no clean checkouts are left behind; the user's tree was not touched
-    assert not list((project / ".git" / "gitswarm" / "worktrees" / "verify").iterdir())
+    # the clean checkout is kept for the next verification, clean and detached; the user's tree was not touched
+    assert [p.name for p in (state_root(project) / "checkouts").iterdir()] == ["0"]
+    assert git(ran_in, "status", "--porcelain", "--ignored") == "" and f"worktree {ran_in}\nHEAD {patch.head}\ndetached" in git(
+        project, "worktree", "list", "--porcelain"
+    )
     assert rev(project) == base and git(project, "status", "--porcelain") == ""
     assert (project / "README.md").read_text() == "hello\n"
 
@@ -252,8 +262,7 @@ def test_an_agent_that_switches_branch_fails_on_integrity(project: Path) -> None
 
 
 def test_an_agent_that_writes_into_the_users_tree_fails_on_integrity(project: Path) -> None:
-    # the worktree is <repo>/.git/gitswarm/worktrees/<job>/<task>: five levels up is the user's tree
-    d = delegate(project, f"{FIX}\nwrite ../../../../../escaped.txt: oops", CHECK)
+    d = delegate(project, f"{FIX}\nwrite {project}/escaped.txt: oops", CHECK)
     assert (project / "escaped.txt").exists()  # the test's premise: it did reach the user's tree
     assert d.result.code == 1
     assert d.task["state"] == "failed" and d.task["error"].startswith("integrity:")
@@ -272,12 +281,12 @@ def test_an_agent_that_writes_outside_its_worktree_fails_on_integrity(project: P
 
 @pytest.mark.parametrize(
     "where",
-    ["../next-to-the-worktree.txt", "../../../../hooks/pre-commit"],
+    ["../next-to-the-worktree.txt", "{git}/hooks/pre-commit"],
     ids=["beside-the-worktree", "git-hooks"],
 )
 def test_an_agent_that_writes_anywhere_outside_its_worktree_fails_on_integrity(project: Path, where: str) -> None:
-    """Outside the worktree is not only the user's tree: the worktree root and the git dir itself
-    (<repo>/.git is four levels up from <repo>/.git/gitswarm/worktrees/<job>/<task>) are outside too."""
+    """Outside the worktree is not only the user's tree: the worktree root and the git dir itself are outside too."""
+    where = where.format(git=project / ".git")
     d = delegate(project, f"{FIX}\nwrite {where}: echo planted", CHECK)
     assert (d.worktree / where).resolve().exists()  # the test's premise: it did write there
     assert git(project, "status", "--porcelain") == ""  # invisible to the user's tree status
@@ -420,7 +429,7 @@ def test_a_malformed_auditor_verdict_rejects_the_patch(project: Path, tmp_path: 
         assert v.evidence.get("malformed")
     # the auditor ran in a clean checkout (not the worker's tree, not the user's), and was shown the patch
     cwd = Path((tmp_path / "auditor.cwd").read_text().strip())
-    assert cwd.parent == project / ".git" / "gitswarm" / "worktrees" / "verify"
+    assert cwd.parent == state_root(project) / "checkouts"
     prompt = (tmp_path / "auditor.prompt").read_text()
     assert "Do not edit anything" in prompt and "+world" in prompt and FIX in prompt
     patch_id = next(a for a, r in arts if isinstance(r, Patch))
@@ -637,3 +646,36 @@ def test_worktrees_gc_removes_merged_clean_worktrees_and_keeps_failed_and_dirty_
     assert rev(project, merged.branch)  # the branch itself is kept
     assert {w["job"] for w in cli(project, "--json", "worktrees", "list").json()["worktrees"]} == {dirty.job, failed.job}
     assert cli(project, "--json", "worktrees", "gc").json()["removed"] == []
+
+
+# -- where worktrees go --------------------------------------------------------------------
+
+
+def test_a_configured_root_holds_the_worktree_and_the_clean_checkouts(project: Path, tmp_path: Path) -> None:
+    commit_file(project, ".gitswarm.toml", '[worktrees]\nroot = "../trees"\n')
+    d = delegate(project, FIX, CHECK, "pwd")
+    assert d.result.code == 0, d.result.err
+    trees = (tmp_path / "trees").resolve()
+    assert rev(trees / d.job / TASK) == d.patch()[1].head
+    ran_in = Path(git(project, "cat-file", "blob", d.of(Check)[1][1].stdout.oid).strip())
+    assert ran_in.parent == trees / "checkouts"
+    assert not state_root(project).exists() and not (project / ".git" / "gitswarm" / "worktrees").exists()
+
+
+def test_worktrees_made_under_the_old_root_inside_the_git_dir_are_listed_and_gcd(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old_root = project / ".git" / "gitswarm" / "worktrees"
+    monkeypatch.setenv("GITSWARM_WORKTREE_ROOT", str(old_root))  # as earlier versions did by default
+    old = delegate(project, FIX, CHECK)
+    monkeypatch.delenv("GITSWARM_WORKTREE_ROOT")
+    new = delegate(project, "write NEW.md: another change", "test -e NEW.md")
+    old_tree = old_root / old.job / TASK
+    assert old_tree.is_dir() and new.worktree.is_dir()
+    listed = {w["path"] for w in cli(project, "--json", "worktrees", "list").json()["worktrees"]}
+    assert listed == {str(old_tree), str(new.worktree)}
+    merged_ok(cli(project, "--json", "merge", old.patch()[0]))
+    gc = cli(project, "--json", "worktrees", "gc").json()
+    assert [(r["path"], r["why"]) for r in gc["removed"]] == [(str(old_tree), "branch merged")]
+    # the idle clean checkouts go too, under every root
+    assert sorted(gc["checkouts"]) == sorted([str(old_root / "checkouts" / "0"), str(state_root(project) / "checkouts" / "0")])
+    assert not any(Path(c).exists() for c in gc["checkouts"])
+    assert not old_tree.exists() and new.worktree.is_dir()

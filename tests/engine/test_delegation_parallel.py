@@ -10,7 +10,9 @@ import pytest
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Patch, Verdict
+from gitswarm.store.checkouts import POOL_SIZE, Checkouts
 from tests.conftest import cli, git
+from tests.engine.test_delegation import state_root
 
 
 def register(repo: Path, name: str, toml: str) -> None:
@@ -66,7 +68,7 @@ def test_two_parallel_tasks_never_see_each_others_edits_and_both_verify(repo: Pa
         assert patch.base == base and verdict.head == patch.head and verdict.accepted
         assert f"{other}.txt" not in {f.path for f in patch.files}
         assert git(repo, "rev-parse", f"refs/heads/swarm/{data['id']}/{task}").strip() == patch.head
-        wt = repo / ".git" / "gitswarm" / "worktrees" / data["id"] / task
+        wt = state_root(repo) / data["id"] / task
         assert (wt / f"{task}.txt").exists() and not (wt / f"{other}.txt").exists()
     assert {f.path for f in patches["a"][0].files} == {"a.txt", "README.md"}
     assert {f.path for f in patches["b"][0].files} == {"b.txt"}
@@ -117,7 +119,7 @@ def test_tasks_that_really_overlap_still_see_only_their_own_tree(repo: Path, tmp
     for task, other in (("a", "b"), ("b", "a")):
         seen = (sync / f"{task}.seen").read_text().split()
         assert f"{task}.txt" in seen and f"{other}.txt" not in seen
-        wt = repo / ".git" / "gitswarm" / "worktrees" / data["id"] / task
+        wt = state_root(repo) / data["id"] / task
         assert (wt / f"{task}.txt").read_text() == "alone\n"
     arts = by_task(repo, data["id"])
     for task in ("a", "b"):
@@ -129,5 +131,7 @@ def test_tasks_that_really_overlap_still_see_only_their_own_tree(repo: Path, tmp
 @pytest.fixture(autouse=True)
 def _no_stray_checkouts(repo: Path):
     yield
-    verify_dir = repo / ".git" / "gitswarm" / "worktrees" / "verify"
-    assert not verify_dir.exists() or not list(verify_dir.iterdir()), "clean checkouts were left behind"
+    checkouts = state_root(repo) / "checkouts"
+    present = sorted(str(p) for p in checkouts.iterdir()) if checkouts.is_dir() else []
+    assert len(present) <= POOL_SIZE, "clean checkouts past the pool's size were left behind"
+    assert sorted(Checkouts(repo, state_root(repo)).clear()) == present, "a clean checkout is still held"

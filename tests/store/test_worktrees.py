@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gitswarm.store.worktrees import Worktree, Worktrees, WorktreeViolation, branch_name
-from tests.conftest import git
+from gitswarm.engine.config import worktree_root
+from gitswarm.model.errors import BadInput
+from gitswarm.store.gitcli import GitCommandError
+from gitswarm.store.worktrees import Worktree, Worktrees, WorktreeViolation, branch_name, legacy_root, repo_key
+from tests.conftest import commit_file, git
 
 JOB = "01jobjobjobjobjobjobjobjob"
 TASK = "impl"
@@ -34,11 +37,17 @@ def base(repo: Path) -> str:
     return head(repo)
 
 
-def test_prepare_creates_the_task_branch_at_the_base_and_a_worktree_under_the_common_dir(repo: Path, trees: Worktrees, base: str) -> None:
+def state_root(repo: Path) -> Path:
+    """The default root of `repo`'s worktrees, under the test's own state directory (conftest sets XDG_STATE_HOME)."""
+    return Path(os.environ["XDG_STATE_HOME"]) / "gitswarm" / "worktrees" / repo_key(repo / ".git")
+
+
+def test_prepare_creates_the_task_branch_at_the_base_and_a_worktree_under_the_state_directory(repo: Path, trees: Worktrees, base: str) -> None:
     parent = head(repo, "HEAD~1")
     wt = trees.prepare(JOB, TASK, parent, reset=False)
     assert wt.branch == branch_name(JOB, TASK) == f"swarm/{JOB}/{TASK}"
-    assert wt.path == repo / ".git" / "gitswarm" / "worktrees" / JOB / TASK
+    assert wt.path == state_root(repo) / JOB / TASK
+    assert not wt.path.is_relative_to(repo)  # outside the user's tree and the git dir
     assert wt.base == parent
     assert head(repo, f"refs/heads/swarm/{JOB}/{TASK}") == parent
     assert head(wt.path) == parent
@@ -218,8 +227,6 @@ def test_capture_refuses_history_rewritten_onto_an_unrelated_root(repo: Path, tr
 
 
 def test_remove_refuses_a_dirty_worktree_and_removes_a_clean_one(repo: Path, trees: Worktrees, base: str) -> None:
-    from gitswarm.store.gitcli import GitCommandError
-
     wt = trees.prepare(JOB, TASK, base, reset=False)
     (wt.path / "README.md").write_text("dirty\n")
     assert not trees.is_clean(wt.path)
@@ -247,3 +254,75 @@ def test_the_worktree_root_can_be_configured(repo: Path, tmp_path: Path, monkeyp
     worktree = trees.prepare("job1", "task1", base, reset=False)
     assert worktree.path == root.resolve() / "job1" / "task1"
     assert (worktree.path / "README.md").read_text() == "hello\n"
+
+
+# -- where the root is ---------------------------------------------------------------------
+
+
+def test_the_default_root_is_the_users_state_directory_keyed_by_repository(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    key = repo_key(repo / ".git")
+    name, _, digest = key.rpartition("-")
+    assert name == "repo" and len(digest) == 12 and int(digest, 16) >= 0
+    assert Worktrees(repo, repo / ".git").root == state / "gitswarm" / "worktrees" / key
+    # a relative XDG_STATE_HOME is ignored (the XDG spec), as is an empty one: ~/.local/state
+    for value in ("relative/state", ""):
+        monkeypatch.setenv("XDG_STATE_HOME", value)
+        assert Worktrees(repo, repo / ".git").root == Path.home().resolve() / ".local" / "state" / "gitswarm" / "worktrees" / key
+    monkeypatch.delenv("XDG_STATE_HOME")
+    assert Worktrees(repo, repo / ".git").root == Path.home().resolve() / ".local" / "state" / "gitswarm" / "worktrees" / key
+
+
+def test_repository_keys_are_unique_per_repository_and_shared_by_its_linked_worktrees(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere" / "repo"  # the same name, another repository
+    other.mkdir(parents=True)
+    git(other, "init", "-q")
+    assert repo_key(repo / ".git") != repo_key(other / ".git")
+    assert repo_key(other / ".git").startswith("repo-")
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "--detach", str(linked))
+    common = Path(git(linked, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    assert repo_key(common) == repo_key(repo / ".git")
+    bare = tmp_path / "Project Name!.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    assert repo_key(bare).startswith("Project_Name_-")
+
+
+def test_the_environment_variable_beats_the_config_key_which_beats_the_default(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    common = repo / ".git"
+    assert worktree_root(repo, common) == state_root(repo)
+    (repo / ".gitswarm.toml").write_text('[worktrees]\nroot = "../trees"\n')  # relative: to the repository's top
+    assert worktree_root(repo, common) == (tmp_path / "trees").resolve()
+    (repo / ".gitswarm.toml").write_text('[worktrees]\nroot = "~/trees"\n')
+    assert worktree_root(repo, common) == Path.home().resolve() / "trees"
+    monkeypatch.setenv("GITSWARM_WORKTREE_ROOT", str(tmp_path / "from-env"))
+    assert worktree_root(repo, common) == (tmp_path / "from-env").resolve()
+    monkeypatch.delenv("GITSWARM_WORKTREE_ROOT")
+    (repo / ".gitswarm.toml").write_text('[worktrees]\nroot = ""\n')
+    with pytest.raises(BadInput, match="worktrees.root"):
+        worktree_root(repo, common)
+    (repo / ".gitswarm.toml").write_text('[worktrees]\nplace = "x"\n')
+    with pytest.raises(BadInput, match="unknown key"):
+        worktree_root(repo, common)
+
+
+def test_worktrees_under_any_root_are_listed_but_not_the_main_tree_or_the_users_own(repo: Path, base: str, tmp_path: Path) -> None:
+    old = Worktrees(repo, repo / ".git", root=legacy_root(repo / ".git"))  # where earlier versions put them
+    configured = Worktrees(repo, repo / ".git", root=tmp_path / "configured")
+    today = Worktrees(repo, repo / ".git")
+    made = [old.prepare(JOB, "old", base, reset=False), configured.prepare(JOB, "conf", base, reset=False), today.prepare(JOB, TASK, base, reset=False)]
+    git(repo, "worktree", "add", "-q", str(tmp_path / "inspect"), f"swarm/{JOB}/old~0")  # detached: not a task's
+    git(repo, "branch", f"swarm/{JOB}/mine", base)
+    git(repo, "worktree", "add", "-q", str(tmp_path / "mine"), f"swarm/{JOB}/mine")  # the user's, not at <job>/<task>
+    listed = {entry["path"] for entry in today.listing()}
+    assert listed == {str(w.path) for w in made}
+    assert today.find(JOB, "old") == made[0].path and today.find(JOB, "nothing") is None
+
+
+def test_a_main_working_tree_on_a_task_branch_at_a_task_like_path_is_never_listed(tmp_path: Path) -> None:
+    main = tmp_path / JOB / "solo"
+    main.mkdir(parents=True)
+    git(main, "init", "-q", "-b", f"swarm/{JOB}/solo")
+    commit_file(main, "a.txt", "a\n")
+    assert Worktrees(main, main / ".git").listing() == []

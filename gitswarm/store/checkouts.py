@@ -1,0 +1,151 @@
+"""Clean detached checkouts, kept in a small pool: for checks, merge rechecks and read-only analyze tasks.
+
+A fresh `git worktree add` writes every file of the tree: seconds for 10,000
+files on a slow disk, and as long again to delete them. A checkout given
+back is reused for the next commit instead: `git checkout -f --detach`
+rewrites only the files that differ, `git clean -ffdx` drops whatever the
+last user left (ignored files and nested repositories too), and it is handed
+out only when `git status --ignored --untracked-files=all` then lists
+nothing and HEAD is the commit: what a fresh checkout would show. A checkout
+that fails any of it (its directory gone, its `.git` re-pointed at another
+repository, a file that does not go away) is removed and made afresh.
+
+    <root>/checkouts/<n>          a checkout, n = 0, 1, ...
+    <root>/locks/checkout-<n>     its flock, held while in use (the kernel drops it when the holder dies)
+
+At most POOL_SIZE checkouts are kept; one numbered past them is removed when
+it is given back. `worktrees gc` removes the idle ones.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.model.errors import GitswarmError
+from gitswarm.store.gitcli import GitCommandError, git
+
+POOL_SIZE = 2  # checkouts kept for reuse; each is a full copy of the tree
+MAX_CHECKOUTS = 256  # in use at once; a bound, not a target
+CHECKOUTS_DIR = "checkouts"
+LOCKS_DIR = "locks"
+
+
+class PoolExhausted(GitswarmError):
+    """Every slot of the pool is held."""
+
+
+@dataclass(frozen=True)
+class Checkout:
+    path: Path
+    commit: str
+    slot: int
+    lock: int  # the open, flocked file descriptor of its lock file
+
+
+class Checkouts:
+    """The pool of one worktree root."""
+
+    def __init__(self, repo_dir: Path, root: Path) -> None:
+        self.repo_dir = repo_dir
+        self.directory = root / CHECKOUTS_DIR
+        self.locks = root / LOCKS_DIR
+        self._common: Path | None = None
+
+    def take(self, commit: str) -> Checkout:
+        """A clean detached checkout of `commit`, held by this process until given back (or discarded)."""
+        for slot in range(MAX_CHECKOUTS):
+            lock = self._lock(slot)
+            if lock is None:
+                continue
+            path = self.directory / str(slot)
+            try:
+                if not self._reset(path, commit):
+                    self._remove(path)
+                    self.directory.mkdir(parents=True, exist_ok=True)
+                    # --force: a slot whose directory was deleted by hand is still registered with git
+                    git(["worktree", "add", "-q", "--force", "--detach", str(path), commit], self.repo_dir)
+            except BaseException:
+                os.close(lock)
+                raise
+            return Checkout(path, commit, slot, lock)
+        raise PoolExhausted(f"all {MAX_CHECKOUTS} clean checkouts under {self.directory} are in use")
+
+    def give_back(self, checkout: Checkout) -> None:
+        """Done with it: kept for the next taker (cleaned then), or removed when past the pool's size."""
+        try:
+            if checkout.slot >= POOL_SIZE:
+                self._remove(checkout.path)
+        finally:
+            os.close(checkout.lock)
+
+    def discard(self, checkout: Checkout) -> None:
+        """Done with it, and it is not to be reused: removed."""
+        try:
+            self._remove(checkout.path)
+        finally:
+            os.close(checkout.lock)
+
+    def clear(self) -> list[str]:
+        """Remove every checkout no process holds; their paths."""
+        removed = []
+        for path in sorted(self.directory.iterdir()) if self.directory.is_dir() else []:
+            if not path.name.isdigit():
+                continue
+            lock = self._lock(int(path.name))
+            if lock is None:
+                continue
+            try:
+                self._remove(path)
+                removed.append(str(path))
+            finally:
+                os.close(lock)
+        return removed
+
+    def _lock(self, slot: int) -> int | None:
+        """The slot's lock, taken without waiting; None when another process holds it."""
+        self.locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.locks / f"checkout-{slot}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
+    def _reset(self, path: Path, commit: str) -> bool:
+        """Bring a kept checkout to `commit`, clean; False when it is not one (any more) or will not come clean."""
+        if not (path / ".git").is_file():
+            return False
+        where = git(["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"], path, check=False)
+        found = [Path(line).resolve() for line in os.fsdecode(where).splitlines()[:2]]
+        if found != [self.common_dir(), path.resolve()]:
+            return False  # not a worktree of this repository, or not at its own top
+        try:
+            git(["checkout", "-q", "-f", "--detach", commit], path)
+            git(["clean", "-q", "-ffdx"], path)
+            status = git(["status", "--porcelain", "-z", "--ignored", "--untracked-files=all"], path)
+            head = git(["rev-parse", "HEAD"], path).decode().strip()
+        except GitCommandError:
+            return False
+        return not status and head == commit
+
+    def common_dir(self) -> Path:
+        if self._common is None:
+            out = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], self.repo_dir)
+            self._common = Path(out.decode().strip()).resolve()
+        return self._common
+
+    def _remove(self, path: Path) -> None:
+        if not os.path.lexists(path):
+            return
+        git(["worktree", "remove", "--force", "--force", str(path)], self.repo_dir, check=False)
+        if os.path.lexists(path):
+            if path.is_symlink() or not path.is_dir():
+                path.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+        git(["worktree", "prune"], self.repo_dir, check=False)
