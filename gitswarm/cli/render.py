@@ -116,6 +116,8 @@ def demo_story(story: dict) -> str:
     if rejected:
         lines.append(f"break-add: {rejected['state']}: {rejected['why']}")
         lines.append("  the agent said it was done, but the check failed on its patch, so nothing of it was merged.")
+    lines.append(f"look around: cd {story['repository']} && gitswarm status")
+    lines.append(f"the whole demo (its repository and worktrees) is in {story['scratch']}; remove it with: rm -rf {story['scratch']}")
     return "\n".join(lines)
 
 

@@ -1,11 +1,20 @@
-"""`gitswarm demo`: a throwaway repository and a small job run end to end, no network."""
+"""`gitswarm demo`: a throwaway repository and a small job run end to end, no network.
+
+Everything the demo makes is in one scratch directory: the repository
+(`<scratch>/repo`) and the worktrees of its delegations (`<scratch>/worktrees`,
+not the per-user state directory they go to by default). It is kept, for a
+look around afterwards; removing that directory removes the whole demo.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from gitswarm.engine.patches import merge
@@ -14,6 +23,7 @@ from gitswarm.engine.supervisor import EventSink, WorkOptions
 from gitswarm.engine.swarm import Swarm
 from gitswarm.store.git import init_repo
 from gitswarm.store.gitcli import IDENTITY, git
+from gitswarm.store.worktrees import ROOT_VARIABLE
 
 DEMO_SPEC = """\
 goal = "Check a tiny project"
@@ -67,8 +77,10 @@ TEST_CALC = "from calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) gave {ad
 
 
 def make_demo_repo(root: Path | None = None) -> Path:
-    """A new repository with a small buggy project, the scripted agent's adapter spec and the job spec."""
-    path = Path(tempfile.mkdtemp(prefix="gitswarm-demo-", dir=root))
+    """A new repository with a small buggy project, the scripted agent's adapter spec and the job
+    spec, at `repo` in a new scratch directory (under `root`, default the system's temporary one)."""
+    path = Path(tempfile.mkdtemp(prefix="gitswarm-demo-", dir=root)) / "repo"
+    path.mkdir()
     init_repo(path)
     (path / "README.md").write_text("# demo project\n")
     (path / "calc.py").write_text(CALC)
@@ -88,17 +100,33 @@ def make_demo_repo(root: Path | None = None) -> Path:
 def run_demo(on_event: EventSink, root: Path | None = None) -> dict:
     """Run the demo job with two workers, then merge the verified patch and explain the rejected one."""
     path = make_demo_repo(root)
+    scratch = path.parent
     swarm = Swarm(path)
     on_event({"event": "demo", "repository": str(path)})
-    view = run(swarm, path / "job.toml", WorkOptions(workers=2), on_event)
-    story = {"repository": str(path)}
-    for artifact in view["artifacts"]:
-        if artifact["kind"] == "patch" and artifact["task"] == "fix-add":
-            story["merged"] = merge(swarm, artifact["id"], None, "merge", no_recheck=False)
+    story: dict = {"repository": str(path), "scratch": str(scratch)}
+    with _worktrees_in(scratch / "worktrees"):
+        view = run(swarm, path / "job.toml", WorkOptions(workers=2), on_event)
+        for artifact in view["artifacts"]:
+            if artifact["kind"] == "patch" and artifact["task"] == "fix-add":
+                story["merged"] = merge(swarm, artifact["id"], None, "merge", no_recheck=False)
     rejected = next((t for t in view["tasks"] if t["id"] == "break-add"), None)
     story["rejected"] = {"task": "break-add", "state": rejected["state"], "why": rejected["error"]} if rejected else None
     on_event({"event": "demo_done", **story})
     return {**view, "demo": story}
+
+
+@contextmanager
+def _worktrees_in(root: Path) -> Iterator[None]:
+    """The demo's worktrees (and clean checkouts) under `root`, for this run and the workers it starts."""
+    before = os.environ.get(ROOT_VARIABLE)
+    os.environ[ROOT_VARIABLE] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ROOT_VARIABLE, None)
+        else:
+            os.environ[ROOT_VARIABLE] = before
 
 
 def demo_went_as_designed(data: dict) -> bool:

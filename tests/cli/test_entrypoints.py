@@ -163,6 +163,13 @@ def test_demo(tmp_path: Path, child_env: dict[str, str]) -> None:
     demo_repo = Path(events[0]["repository"])
     assert demo_repo.is_relative_to(Path(child_env["TMPDIR"]))
     assert f"refs/swarm/jobs/{job_id}" in swarm_refs(demo_repo)
+    # All of it in one scratch directory, which the story names with the command that removes it.
+    scratch = demo_repo.parent
+    assert sorted(p.name for p in scratch.iterdir()) == ["repo", "worktrees"]
+    assert (scratch / "worktrees" / job_id / "fix-add").is_dir()
+    assert lines[-1] == f"the whole demo (its repository and worktrees) is in {scratch}; remove it with: rm -rf {scratch}"
+    assert lines[-2] == f"look around: cd {demo_repo} && gitswarm status"
+    assert not (Path(child_env["XDG_STATE_HOME"]) / "gitswarm" / "worktrees").exists()
 
 
 def test_status_outside_a_repo(tmp_path: Path, child_env: dict[str, str]) -> None:
