@@ -19,7 +19,7 @@ worktree, so gitswarm looks at everything it could reach:
 A file's stat stands for its content: mode, size, mtime and ctime. ctime
 cannot be set back, so a write shows even when size and mtime are restored.
 
-Tasks of other modes run in the user's working tree and make outputs there
+Shell analyze tasks run in the user's working tree and make outputs there
 (`build/`, caches) while an agent runs. A change only such a task could also
 have made (to an ignored file, or a file rewritten without a change of its
 status) is set aside when the index shows one ran meanwhile; a change of
@@ -75,6 +75,7 @@ GIT_DIR_FILES = ("config", "config.worktree", "shallow", "objects/info/alternate
 GIT_DIR_LISTED = ("hooks", "info")
 
 LISTED_CHANGES = 8
+SHELL = "shell"  # the one adapter that is not an agent
 IGNORED = b"!!"  # `git status --porcelain` for an ignored file
 
 
@@ -144,8 +145,14 @@ def changes(before: Snapshot, after: Snapshot) -> list[Change]:
     return found
 
 
+def runs_in_users_tree(mode: str, adapter: str) -> bool:
+    """Whether a task runs in the user's working tree: shell analyze tasks (`pytest`, a build). Implement
+    tasks have their worktree, agents' analyze tasks a read-only checkout (engine/readonly.py)."""
+    return mode != "implement" and adapter == SHELL
+
+
 def others_ran_in_tree(common_dir: Path, since: float) -> bool:
-    """Whether a task that runs in the user's working tree (any mode but implement) ran since `since`.
+    """Whether a task that runs in the user's working tree (runs_in_users_tree) ran since `since`.
 
     Running now (it holds a lease), or claimed or finished since (its record
     was updated): by the index, so across every job and every supervisor.
@@ -155,7 +162,7 @@ def others_ran_in_tree(common_dir: Path, since: float) -> bool:
         active = {(job, task) for job, task, *_ in index.leases()}
         active |= {(job, task) for job, task, *_ in index.changed_tasks(since)}
         for job in sorted({job for job, _ in active}):
-            if any(t["mode"] != "implement" and (job, t["id"]) in active for t in index.tasks(job)):
+            if any(runs_in_users_tree(t["mode"], t["adapter"]) and (job, t["id"]) in active for t in index.tasks(job)):
                 return True
         return False
     finally:

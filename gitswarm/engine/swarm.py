@@ -144,13 +144,17 @@ class Swarm:
 
     def submit_text(self, text: str, source: str = "spec", approve: bool = False) -> str:
         spec = parse_spec(text, self.adapter_facts(), source, approve=approve)
-        base, base_ref = self.pin_base(spec.base, any(t.mode == "implement" for t in spec.tasks))
+        # Implement tasks branch from the base; agents' analyze tasks read a checkout of it (engine/readonly.py).
+        # Only shell analyze tasks run in the user's tree (engine/integrity.runs_in_users_tree, not imported:
+        # it would cost every command's start-up).
+        base, base_ref = self.pin_base(spec.base, any(t.mode == "implement" or t.adapter != "shell" for t in spec.tasks))
         if base is not None and any(t.mode == "implement" for t in spec.tasks):
             check_includes(self.repo.workdir, base)
         return self.ledger.submit(spec, self.clock(), source=Path(source).name, base=base, base_ref=base_ref)
 
     def pin_base(self, rev: str | None, needed: bool) -> tuple[str | None, str | None]:
-        """The commit (and branch) implement tasks will branch from: REV, else the checked-out tip."""
+        """The commit (and branch) implement tasks will branch from and agents' analyze tasks will read:
+        REV, else the checked-out tip."""
         if rev is None and not needed:
             return None, None
         commit = self.repo.resolve(rev or "HEAD")

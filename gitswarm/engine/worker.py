@@ -22,7 +22,9 @@ from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
 from gitswarm.engine.config import worktree_root
 from gitswarm.engine.delegation import Delegation
+from gitswarm.engine.integrity import runs_in_users_tree
 from gitswarm.engine.packet import build_packet
+from gitswarm.engine.readonly import ReadOnly
 from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, LeaseLost
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
@@ -145,8 +147,16 @@ class Worker:
                     raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
                 delegation = Delegation(self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor)
                 outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost is not None)
-            else:
+            elif runs_in_users_tree(spec.mode, spec.adapter):
                 outcome = execute(adapter, spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
+            else:
+                if lease.base is None:
+                    raise BadInput(
+                        f"task {spec.id}: the job has no base commit for a read-only analyze task "
+                        "(submitted by an older gitswarm?): submit it again"
+                    )
+                readonly = ReadOnly(self.ledger.refs.repo, self.worktrees.root, self._store_blob, self.clock)
+                outcome = readonly.run(adapter, ctx, lease.base, spec, self._runner(heartbeat))
         except (BadInput, GitCommandError) as exc:
             outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
         if heartbeat.lost:
