@@ -1,0 +1,284 @@
+"""Each real agent CLI driven through gitswarm against a scripted fake model (issue 11).
+
+Opt-in: GITSWARM_REAL_CLIS=1 python -m pytest tests/realclis (conftest.py).
+Per CLI, in order, in one temp repository: preflight; a delegation verified
+and merged; a wrong edit rejected after its repair round; an analyze task
+whose findings reach the summary; the cost and tokens of every run; and the
+isolation of it all (ephemeral HOME, the user's checkout untouched by analyze
+tasks, nothing sent past the loopback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.realclis import table as suite
+from tests.realclis.clis import CLIS, CLI
+from tests.realclis.harness import Lab, Result, close_lab, diff_digests, egress_hosts, git, make_lab, real_path, tree_digest, versions
+
+GOOD = "hello from fake model"
+WRONG = "goodbye from fake model"
+WRONG_AGAIN = "goodbye again from fake model"
+TARGET = "greeting.txt"
+CHECK = f"grep -qx '{GOOD}' {TARGET}"
+INSTRUCTION = f"Create {TARGET} holding exactly one line: {GOOD}"
+TASK_TIMEOUT = "100s"  # under the 120 s each gitswarm command gets
+
+
+def findings_answer(cli: str) -> dict:
+    return {
+        "findings": [{"title": f"README has no usage section ({cli})", "body": "README.md only names the project.",
+                      "confidence": 0.8, "severity": "low"}],
+        "decisions": [{"title": f"Keep the README short ({cli})", "rationale": "It is a demo repository."}],
+    }
+
+
+class Cell:
+    detail = ""
+
+
+@contextmanager
+def cell(lab: Lab, column: str) -> Iterator[Cell]:
+    """Record the outcome of one column of the table: ok (detail), FAILED (why) or skipped (why)."""
+    box = Cell()
+    try:
+        yield box
+    except pytest.skip.Exception as exc:
+        suite.record(lab.cli.key, column, f"skipped ({exc.msg})")
+        raise
+    except BaseException as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        suite.record(lab.cli.key, column, f"FAILED ({why[:220]})")
+        raise
+    else:
+        suite.record(lab.cli.key, column, "ok" + (f" ({box.detail})" if box.detail else ""))
+
+
+@pytest.fixture(scope="module", params=CLIS, ids=[c.key for c in CLIS])
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    cli: CLI = request.param
+    for name in (cli.binary, *cli.needs):
+        if shutil.which(name, path=real_path()) is None:
+            reason = f"{name} not installed (looked in PATH={real_path()}; see /work/shared/realclis/install.sh)"
+            for column in suite.COLUMNS:
+                suite.record(cli.key, column, "skipped" if column != "version" else f"skipped: {reason}")
+            pytest.skip(reason)
+    codex_daemon = Path(f"/tmp/codex-daemon-{os.getuid()}")
+    daemon_was_there = codex_daemon.exists()
+    lab = make_lab(cli, tmp_path_factory.mktemp(f"realcli-{cli.key}"))
+    lab.binary = shutil.which(cli.binary, path=real_path()) or cli.binary
+    lab.version = versions().get(cli.key, "?")
+    suite.record(cli.key, "version", lab.version)
+    for text in lab.notes:
+        suite.note(cli.key, text)
+    try:
+        yield lab
+    finally:
+        close_lab(lab)
+        if not daemon_was_there and codex_daemon.exists():
+            try:
+                codex_daemon.rmdir()  # as e2e_codex.sh does: only when it is empty
+                suite.note(cli.key, f"{codex_daemon} was created (outside TMPDIR); removed again")
+            except OSError:
+                suite.note(cli.key, f"{codex_daemon} was created (outside TMPDIR) and is left (not empty)")
+
+
+def task_error(data: dict) -> str:
+    return "; ".join(f"{t['id']}: {t['state']} {t.get('error') or ''}".strip() for t in data.get("tasks", []))
+
+
+def result_json(result: Result) -> dict:
+    try:
+        return result.json()
+    except ValueError:
+        raise AssertionError(f"no JSON from {result.why()}") from None
+
+
+def run_job(lab: Lab, name: str, body: str) -> tuple[Result, dict]:
+    spec = lab.base / f"{name}.toml"
+    spec.write_text(f'goal = "{name}"\n[[tasks]]\n{body}')
+    result = lab.gitswarm("run", str(spec), "-j", "1", "--json")
+    return result, result_json(result)
+
+
+# ---------------------------------------------------------------- the columns
+
+
+def test_preflight(lab: Lab) -> None:
+    with cell(lab, "preflight") as box:
+        result = lab.gitswarm("adapters", "check", lab.cli.adapter, "--json")
+        data = result_json(result)
+        entry = next((a for a in data.get("adapters", []) if a.get("name") == lab.cli.adapter), {})
+        assert result.code == 0 and entry.get("ok"), f"{entry.get('reason') or result.why()}"
+        box.detail = f"version {entry.get('version')!r}"
+        listing = result_json(lab.gitswarm("adapters", "list", "--json"))
+        mine = next((a for a in listing if a.get("name") == lab.cli.adapter), {})
+        assert str(mine.get("source", "")).endswith(f".gitswarm/adapters/{lab.cli.adapter}.toml"), (
+            f"the repository's extending spec is not the one used: {mine.get('source')}")
+
+
+def test_implement_verified_and_merged(lab: Lab) -> None:
+    with cell(lab, "implement+merge") as box:
+        lab.script_model(target=TARGET, content=GOOD + "\n", final=f"Created {TARGET}.")
+        main_before = git(lab.repo, "rev-parse", "main").strip()
+        mark = lab.request_mark()
+        result = lab.gitswarm("delegate", INSTRUCTION, "--adapter", lab.cli.adapter, "--check", CHECK, "--json")
+        tools = lab.tools_since(mark)
+        if lab.cli.edit_tool not in tools:
+            suite.note(lab.cli.key, f"implement: the model was not offered {lab.cli.edit_tool}; it edited with {tools}")
+        data = result_json(result)
+        lab.collect_runs(data["id"], "implement")
+        assert result.code == 0, f"delegate exit {result.code}: {task_error(data)}"
+        cwds = sorted({p.cwd or "?" for p in result.procs if p.label(lab.cli.binary).endswith("(task)")})
+        assert cwds and not any(c.startswith(str(lab.repo)) for c in cwds), f"the implement agent ran in {cwds}"
+        patches = data["summary"]["patches"]
+        assert len(patches) == 1 and patches[0]["verified"], f"patches: {patches}"
+        patch = next(a for a in lab.artifacts(data["id"]) if a["kind"] == "patch")
+        files = [f["path"] for f in patch["files"]]
+        assert files == [TARGET], f"the patch holds {files}, not only {TARGET}"
+        merged = lab.gitswarm("merge", patches[0]["id"], "--json")
+        assert merged.code == 0, merged.why()
+        main_after = git(lab.repo, "rev-parse", "main").strip()
+        assert main_after != main_before, "main did not move"
+        landed = git(lab.repo, "show", f"main:{TARGET}")
+        assert landed.strip() == GOOD, f"main:{TARGET} is {landed!r}"
+        box.detail = f"edit via {'+'.join(tools) or '?'}, patch {patches[0]['id'][:10]} merged, {result.seconds:.0f}s"
+
+
+def test_wrong_edit_rejected(lab: Lab) -> None:
+    with cell(lab, "rejected") as box:
+        lab.script_model(target=TARGET, content=WRONG + "\n", repair_content=WRONG_AGAIN + "\n", final=f"Created {TARGET}.")
+        main_before = git(lab.repo, "rev-parse", "main").strip()
+        result, data = run_job(lab, "rejected", (
+            f'id = "wrong"\nmode = "implement"\nadapter = "{lab.cli.adapter}"\nprompt = "{INSTRUCTION}"\n'
+            f'checks = ["{CHECK}"]\nrepair_rounds = 1\nmax_attempts = 1\ntimeout = "{TASK_TIMEOUT}"\n'))
+        runs = lab.collect_runs(data["id"], "rejected")
+        task = data["tasks"][0]
+        assert result.code == 1 and task["state"] == "failed", f"exit {result.code}: {task_error(data)}"
+        assert "rejected" in (task["error"] or ""), f"failed, but not as rejected: {task['error']}"
+        assert len(runs) == 2, f"{len(runs)} agent runs, expected 2 (the attempt and its repair round)"
+        patches = data["summary"]["patches"]
+        assert patches and not any(p["verified"] for p in patches), f"patches: {patches}"
+        assert git(lab.repo, "rev-parse", "main").strip() == main_before, "main moved"
+        refused = lab.gitswarm("merge", patches[-1]["id"], "--json")
+        assert refused.code == 1, f"merge of a rejected patch: {refused.why()}"
+        assert git(lab.repo, "rev-parse", "main").strip() == main_before, "main moved after a refused merge"
+        box.detail = f"{len(patches)} patches rejected, merge refused"
+
+
+def test_analyze_findings(lab: Lab) -> None:
+    with cell(lab, "analyze findings") as box:
+        answer = findings_answer(lab.cli.key)
+        lab.script_model(analyze_direct=True, final=json.dumps(answer), structured=json.dumps(answer))
+        before = lab.checkout()
+        result, data = run_job(lab, "analyze", (
+            f'id = "review"\nmode = "analyze"\nadapter = "{lab.cli.adapter}"\n'
+            f'prompt = "Review README.md and report what it lacks."\nmax_attempts = 1\ntimeout = "{TASK_TIMEOUT}"\n'))
+        lab.collect_runs(data["id"], "analyze")
+        lab.analyze_cwds += [p.cwd or "?" for p in result.procs if p.label(lab.cli.binary).endswith("(task)")]
+        changed = diff_digests(before, lab.checkout())
+        lab.checkout_changes += [f"analyze: {c}" for c in changed]
+        assert result.code == 0, f"exit {result.code}: {task_error(data)}"
+        findings = data["summary"]["findings"]
+        titles = [f["title"] for f in findings]
+        want = answer["findings"][0]["title"]
+        assert want in titles, f"findings in the summary: {titles}"
+        assert not any(f["low_confidence"] for f in findings), "the answer was taken as prose, not as the JSON object"
+        assert want in data["summary"]["text"], "the markdown summary does not list the finding"
+        assert answer["decisions"][0]["title"] in [d["title"] for d in data["summary"]["decisions"]]
+        box.detail = f"{len(findings)} finding, {len(data['summary']['decisions'])} decision"
+
+
+def test_cost_and_tokens(lab: Lab) -> None:
+    with cell(lab, "cost/tokens") as box:
+        assert lab.runs, "no run artifacts (the earlier tests did not run an agent)"
+        problems, costs = [], []
+        for run in lab.runs:
+            where = f"{run['scenario']} run (exit {run.get('exit_code')})"
+            tokens = (run.get("input_tokens"), run.get("output_tokens"))
+            if None in tokens or not all(tokens):
+                problems.append(f"{where}: tokens {tokens[0]} in / {tokens[1]} out")
+            cost = run.get("cost_usd")
+            if cost is not None and cost <= 0 and any(tokens):
+                problems.append(f"{where}: cost {cost} for {tokens} tokens (recorded as free)")
+            costs.append(cost)
+        assert not problems, "; ".join(problems)
+        known = [c for c in costs if c is not None]
+        estimated = any(r.get("cost_estimated") for r in lab.runs)
+        usd = "cost unknown" if not known else f"${sum(known):.6f}" + (" estimated" if estimated else " reported")
+        if known and len(known) < len(costs):
+            usd += f" ({len(costs) - len(known)} runs unknown)"
+        box.detail = (f"{len(lab.runs)} runs, {usd}, {sum(r['input_tokens'] for r in lab.runs)} in / "
+                      f"{sum(r['output_tokens'] for r in lab.runs)} out")
+
+
+def test_isolation_and_egress(lab: Lab) -> None:
+    with cell(lab, "isolation/egress") as box:
+        # An analyze task whose model tries to write (the fake calls the CLI's write tool, then answers).
+        answer = findings_answer(lab.cli.key)
+        lab.script_model(target="analyze-wrote-this.txt", content="written by an analyze task\n",
+                         final=json.dumps(answer), structured=json.dumps(answer))
+        before = lab.checkout()
+        mark = lab.request_mark()
+        result, data = run_job(lab, "analyze-write", (
+            f'id = "sneaky"\nmode = "analyze"\nadapter = "{lab.cli.adapter}"\n'
+            f'prompt = "Review README.md."\nmax_attempts = 1\ntimeout = "{TASK_TIMEOUT}"\n'))
+        lab.analyze_cwds += [p.cwd or "?" for p in result.procs if p.label(lab.cli.binary).endswith("(task)")]
+        changed = diff_digests(before, lab.checkout())
+        lab.checkout_changes += [f"analyze that writes: {c}" for c in changed]
+        outcome = f"{data['tasks'][0]['state']}" + (f": {data['tasks'][0]['error']}" if data["tasks"][0].get("error") else "")
+        called = lab.tools_since(mark)
+        suite.note(lab.cli.key, f"an analyze task whose model tried to write (it called {called or 'no tool: none offered'}): "
+                                f"{outcome[:200]}")
+
+        problems = []
+        agents = lab.procs
+        if not agents:
+            problems.append(f"no {lab.cli.binary} process was seen")
+        homes = sorted({p.home or "(none)" for p in agents})
+        scratch = str(lab.tmp) + os.sep + "gitswarm-run-"
+        bad_homes = [h for h in homes if not (h.startswith(scratch) and h.endswith(os.sep + "home"))]
+        if bad_homes:
+            problems.append(f"agent HOME {bad_homes} (test HOME {lab.home})")
+        leaked = sorted({p.pid for p in agents if "GITSWARM_REALCLI_CANARY" in p.env_names})
+        if leaked:
+            problems.append("the caller's environment reached the agent (a canary variable)")
+        left = sorted(p.name for p in lab.tmp.glob("gitswarm-run-*"))
+        if left:
+            problems.append(f"run scratch left behind: {left}")
+        home_changes = diff_digests(lab.home_before, tree_digest(lab.home))
+        if home_changes:
+            problems.append(f"the test's HOME changed: {home_changes[:6]}")
+        if lab.checkout_changes:
+            problems.append(f"the user's checkout changed: {lab.checkout_changes[:6]}")
+        in_checkout = sorted({c for c in lab.analyze_cwds if c == str(lab.repo) or c.startswith(str(lab.repo) + os.sep)})
+        if in_checkout:
+            suite.note(lab.cli.key, f"analyze tasks ran in the user's checkout ({in_checkout[0]})")
+        elsewhere = sorted({os.path.relpath(c, lab.base) for c in lab.analyze_cwds if c not in in_checkout and c != "?"})
+        if elsewhere:
+            suite.note(lab.cli.key, f"analyze tasks ran in {', '.join(elsewhere)} (under the lab, not the user's checkout)")
+        by_run: dict[str, set[str]] = {}
+        for _command, run, host in lab.egress:
+            by_run.setdefault(run, set()).add(host)
+        for run, run_hosts in sorted(by_run.items()):
+            times = len({(c, r) for c, r, _ in lab.egress if r == run})
+            suite.note(lab.cli.key, f"egress by `{run}` (during {times} gitswarm command(s)): {', '.join(sorted(run_hosts))}")
+        git_changes = diff_digests(lab.git_before, lab.git_state())
+        if git_changes:
+            config = git(lab.repo, "config", "--local", "--list").strip().replace("\n", "; ")
+            problems.append(f"the user's .git changed: {git_changes} (config now: {config})")
+        hosts = egress_hosts(lab)
+        unexpected = [h for h in hosts if h not in lab.cli.unsilenceable]
+        if unexpected:
+            by = sorted({f"{run}" for _, run, host in lab.egress if host in unexpected})
+            problems.append(f"egress to {', '.join(unexpected)} (by {', '.join(by)})")
+        assert not problems, "; ".join(problems)
+        box.detail = f"{len(agents)} agent processes, HOME ephemeral, " + (
+            f"egress only to hosts no setting stops: {', '.join(hosts)}" if hosts else "no egress")
