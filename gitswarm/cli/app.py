@@ -62,7 +62,7 @@ def _version(value: bool) -> None:
 def main(
     ctx: typer.Context,
     json: Annotated[bool, typer.Option("--json", help="Machine output on stdout; logs on stderr (also after the command).")] = False,
-    path: Annotated[str, typer.Option("-C", metavar="PATH", help="Run as if started in PATH (as in git); before the command.")] = ".",
+    path: Annotated[str, typer.Option("-C", metavar="PATH", show_default=False, help="Run as if started in PATH (as in git); before the command.")] = ".",
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = None,
