@@ -28,7 +28,13 @@ class Output:
         lines or controls to its layout; what it returns is escaped again.
         """
         if self.json_mode:
-            sys.stdout.write(json_safe(_json.encode(data).decode()) + "\n")
+            encoded = _json.encode(data)
+            if encoded.isascii() and b"\x7f" not in encoded and hasattr(sys.stdout, "buffer"):
+                sys.stdout.flush()  # nothing to escape: the bytes as they are (10,000 tasks are 2.4 MB)
+                sys.stdout.buffer.write(encoded)
+                sys.stdout.buffer.write(b"\n")
+                return
+            sys.stdout.write(json_safe(encoded.decode()) + "\n")
             return
         text = human(escape_data(data))
         if text:

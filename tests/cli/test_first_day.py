@@ -5,6 +5,7 @@ path of `status` and `show` answering exactly as the full command line does."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -273,3 +274,14 @@ def test_work_counts_jobs_in_words(repo: Path, job: str) -> None:
     done = cli(repo, "work", "--until-idle", "-j", "1")
     assert done.code == 0, done.err
     assert done.out == "done; summaries written for 1 job\n"
+
+
+def test_json_through_a_pipe_is_escaped_as_in_process(repo: Path) -> None:
+    """Plain ASCII JSON goes to stdout's bytes as encoded; anything else through json_safe."""
+    for goal, raw in (("plain goal", "plain goal"), ("del \x7f and \u202e", "del \\u007f and \\u202e")):
+        (repo / "job.toml").write_text(spec_text('id = "a"\ncommand = "true"', goal=goal.replace("\x7f", "\\u007f")))
+        job = cli(repo, "--json", "submit", "job.toml").json()["id"]
+        done = subprocess.run([str(GITSWARM), "--json", "status", job], cwd=repo, capture_output=True, check=True)
+        assert done.stdout.endswith(b"\n") and done.stdout.count(b"\n") == 1
+        assert f'"goal":"{raw}"'.encode() in done.stdout
+        assert json.loads(done.stdout)["goal"] == goal
