@@ -11,6 +11,7 @@ a new verdict.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.worktrees import Worktrees, WorktreeViolation
 
 REPAIR_TAIL_LINES = 40
+SUBJECT_CHARS = 72
 
 
 @dataclass
@@ -63,9 +65,9 @@ class Delegation:
                 # The agent said it failed (an error result, a refused edit): what it
                 # left in the worktree is not work to verify.
                 return Outcome(ok=False, error=said.error, artifacts=artifacts)
-            message = f"gitswarm: {ctx.job}/{ctx.task} attempt {ctx.attempt} round {round_}\n"
+            message = commit_message(spec, ctx, round_, adapter.name)
             try:
-                captured = self.worktrees.capture(worktree, message, leave_out=included)
+                captured = self.worktrees.capture(worktree, message, leave_out=included, agent=adapter.name)
             except WorktreeViolation as exc:
                 return Outcome(ok=False, error=f"integrity: {exc}", artifacts=artifacts, retryable=False)
             if not captured.files:
@@ -111,3 +113,33 @@ class Delegation:
                 lines += [f"The check `{check.command}` failed (exit {check.exit_code}):", tail(output, REPAIR_TAIL_LINES)]
         lines.append("Fix it in this worktree.")
         return "\n".join(lines)
+
+
+def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str) -> str:
+    """The message of the commit gitswarm makes of an agent's work.
+
+    The subject is the instruction's first line (a repair round says which);
+    the body the whole instruction when it is longer, a line naming the task,
+    and the trailers `Gitswarm-Job`, `Gitswarm-Task`, `Gitswarm-Attempt` and
+    `Gitswarm-Round`. The patch and verdict ids cannot be in it: the patch
+    (whose id hashes its head) and its verdict are made from this commit.
+    """
+    instruction = (spec.prompt or _command_text(spec.command)).strip()
+    first = next((line.strip() for line in instruction.splitlines() if line.strip()), "")
+    suffix = f" (repair round {round_})" if round_ else ""
+    room = SUBJECT_CHARS - len(suffix)
+    subject = (first if len(first) <= room else first[: room - 1].rstrip() + "…") if first else f"gitswarm: {ctx.job}/{ctx.task}"
+    paragraphs = [subject + suffix]
+    if instruction != first:
+        paragraphs.append(instruction)
+    paragraphs.append(f"Made by {agent} through gitswarm: task {ctx.task} of job {ctx.job}, attempt {ctx.attempt}, round {round_}.")
+    paragraphs.append(
+        f"Gitswarm-Job: {ctx.job}\nGitswarm-Task: {ctx.task}\nGitswarm-Attempt: {ctx.attempt}\nGitswarm-Round: {round_}"
+    )
+    return "\n\n".join(paragraphs) + "\n"
+
+
+def _command_text(command: str | list[str] | tuple[str, ...] | None) -> str:
+    if command is None:
+        return ""
+    return command if isinstance(command, str) else shlex.join(command)

@@ -30,6 +30,8 @@ BRANCH_PREFIX = "swarm/"
 INCLUDE_LISTING = ".gitswarm/worktree-include"
 LEGACY_ROOT = ("gitswarm", "worktrees")  # the default root under <git-common-dir> until worktrees moved out of it
 GITLINK = b"160000"
+AGENT_SUFFIX = "(via gitswarm)"  # an agent's author name: "claude-code (via gitswarm)"
+AGENT_EMAIL = "gitswarm@localhost"
 
 
 def branch_name(job: str, task: str) -> str:
@@ -179,11 +181,14 @@ class Worktrees:
             copied.append(name)
         return copied
 
-    def capture(self, worktree: Worktree, message: str, leave_out: Sequence[str] = ()) -> Capture:
+    def capture(self, worktree: Worktree, message: str, leave_out: Sequence[str] = (), agent: str = "gitswarm") -> Capture:
         """Commit whatever the worker left (tracked changes and untracked, not ignored, files).
 
         `leave_out` are the include files copied in from the user's tree (say
         `.env`): they were never the agent's work and must not reach a branch.
+        The commit is authored by the agent and committed by the user
+        (commit_identity); it is never signed (commit.gpgSign off): the
+        user's key does not vouch for an agent's work.
         """
         path = worktree.path
         common = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path, check=False).decode().strip()
@@ -204,7 +209,8 @@ class Worktrees:
         if dangling:
             raise WorktreeViolation(f"a gitlink (submodule commit) without a .gitmodules entry at {dangling}: it cannot be part of a patch")
         if git(["status", "--porcelain"], path).strip():
-            git(["commit", "-q", "--no-verify", "-m", message], path, env=IDENTITY)
+            commit = ["-c", "commit.gpgSign=false", "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-"]
+            git(commit, path, input=message.encode(), env=commit_identity(path, agent))
         head = git(["rev-parse", "HEAD"], path).decode().strip()
         diff = git(["diff", "--binary", "--full-index", worktree.base, head], path)
         return Capture(head=head, diff=diff, sha256=hashlib.sha256(diff).hexdigest(), files=numstat(path, worktree.base, head))
@@ -256,6 +262,25 @@ class Worktrees:
     def remove(self, path: Path) -> None:
         """Remove a worktree; refuses (GitCommandError) if it holds changes."""
         git(["worktree", "remove", str(path)], self.repo_dir)
+
+
+def commit_identity(cwd: Path, agent: str) -> dict[str, str]:
+    """Who a captured commit is by: `<agent> (via gitswarm) <gitswarm@localhost>` as its author, and as
+    its committer the user, as git knows them here (`git var GIT_COMMITTER_IDENT`: user.name and
+    user.email, GIT_COMMITTER_*, what git would itself commit with); gitswarm's own identity only
+    when git has none."""
+    name, email = IDENTITY["GIT_COMMITTER_NAME"], IDENTITY["GIT_COMMITTER_EMAIL"]
+    ident = git(["var", "GIT_COMMITTER_IDENT"], cwd, check=False).decode(errors="replace").strip()
+    who = ident.rsplit(" ", 2)[0] if ident.count(" ") >= 2 else ""  # "Name <email> <time> <zone>"
+    user, _, address = who.partition(" <")
+    if user.strip() and address.endswith(">") and len(address) > 1:
+        name, email = user.strip(), address[:-1]
+    return {
+        "GIT_AUTHOR_NAME": f"{agent} {AGENT_SUFFIX}",
+        "GIT_AUTHOR_EMAIL": AGENT_EMAIL,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
 
 
 def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:

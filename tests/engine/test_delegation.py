@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from gitswarm.adapters.base import RunContext
+from gitswarm.engine.delegation import commit_message
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Check, Decision, Patch, Verdict
+from gitswarm.model.records import TaskSpec
 from gitswarm.store.worktrees import repo_key
 from tests.conftest import Result, cli, git, register_scripted, rev
 
@@ -679,3 +682,36 @@ def test_worktrees_made_under_the_old_root_inside_the_git_dir_are_listed_and_gcd
     assert sorted(gc["checkouts"]) == sorted([str(old_root / "checkouts" / "0"), str(state_root(project) / "checkouts" / "0")])
     assert not any(Path(c).exists() for c in gc["checkouts"])
     assert not old_tree.exists() and new.worktree.is_dir()
+
+
+# -- who a captured commit is by -----------------------------------------------------------
+
+
+def test_a_captured_commit_is_authored_by_the_agent_committed_by_the_user_with_a_real_message(project: Path) -> None:
+    first = "append notes.txt: one more line"
+    instruction = f"{first}\nand nothing else"
+    d = delegate(project, instruction, "false")  # rejected: a first round and two repair rounds
+    heads = [p.head for _, p in d.of(Patch)]
+    assert len(set(heads)) == 3
+    shown = git(project, "log", "--format=%an <%ae>|%cn <%ce>|%s", heads[0], "-1").strip()
+    assert shown == f"scripted (via gitswarm) <gitswarm@localhost>|Test Committer <committer@example.com>|{first}"
+    assert git(project, "log", "--format=%s", heads[2], "-1").strip() == f"{first} (repair round 2)"
+    body = git(project, "log", "--format=%B", heads[0], "-1")
+    assert body == (
+        f"{first}\n\n{instruction}\n\n"
+        f"Made by scripted through gitswarm: task {TASK} of job {d.job}, attempt 1, round 0.\n\n"
+        f"Gitswarm-Job: {d.job}\nGitswarm-Task: {TASK}\nGitswarm-Attempt: 1\nGitswarm-Round: 0\n\n"
+    )
+    trailers = git(project, "log", "--format=%(trailers:only,unfold)", heads[1], "-1").strip().splitlines()
+    assert trailers == [f"Gitswarm-Job: {d.job}", f"Gitswarm-Task: {TASK}", "Gitswarm-Attempt: 1", "Gitswarm-Round: 1"]
+
+
+def test_a_commit_subject_is_the_instructions_first_line_shortened_or_the_task_when_there_is_none() -> None:
+    ctx = RunContext("01jobjobjobjobjobjobjobjob", "fix", 2, Path("."), {})
+    long = TaskSpec(id="fix", seq=0, mode="implement", prompt="\n  " + "word " * 30 + "\nmore")
+    subject = commit_message(long, ctx, 1, "codex").splitlines()[0]
+    assert len(subject) == 72 and subject.endswith("… (repair round 1)") and subject.startswith("word word")
+    shell = TaskSpec(id="fix", seq=0, mode="implement", command=["sed", "-i", "s/a b/c/", "f"])
+    assert commit_message(shell, ctx, 0, "shell").startswith("sed -i 's/a b/c/' f\n\nMade by shell through gitswarm")
+    empty = TaskSpec(id="fix", seq=0, mode="implement", prompt="   ")
+    assert commit_message(empty, ctx, 0, "x").splitlines()[0] == "gitswarm: 01jobjobjobjobjobjobjobjob/fix"

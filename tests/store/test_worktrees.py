@@ -146,13 +146,14 @@ def test_capture_commits_tracked_and_untracked_but_not_ignored_files(repo: Path,
     (wt.path / "build").mkdir()
     (wt.path / "build" / "out.o").write_bytes(b"\0\1")
 
-    captured = trees.capture(wt, "gitswarm: capture test\n\nbody line\n")
+    captured = trees.capture(wt, "gitswarm: capture test\n\nbody line\n", agent="claude-code")
 
     assert captured.head == head(wt.path) == head(repo, f"refs/heads/{wt.branch}") != start
     assert git(wt.path, "rev-parse", "HEAD~1").strip() == start  # exactly one commit on the base
     assert git(wt.path, "log", "-1", "--format=%B", "HEAD") == "gitswarm: capture test\n\nbody line\n\n"
+    # the agent is the author; the user, as git knows them (conftest's GIT_COMMITTER_*), the committer
     assert git(wt.path, "log", "-1", "--format=%an <%ae>|%cn <%ce>", "HEAD").strip() == (
-        "gitswarm <gitswarm@localhost>|gitswarm <gitswarm@localhost>"
+        "claude-code (via gitswarm) <gitswarm@localhost>|Test Committer <committer@example.com>"
     )
     committed = set(git(wt.path, "ls-tree", "-r", "--name-only", "HEAD").split())
     assert committed == {".gitignore", "README.md", "pkg/new.py", "blob.bin"}
@@ -326,3 +327,37 @@ def test_a_main_working_tree_on_a_task_branch_at_a_task_like_path_is_never_liste
     git(main, "init", "-q", "-b", f"swarm/{JOB}/solo")
     commit_file(main, "a.txt", "a\n")
     assert Worktrees(main, main / ".git").listing() == []
+
+
+# -- who a captured commit is by ------------------------------------------------------------
+
+
+def _committer_after_capture(repo: Path, trees: Worktrees, base: str) -> str:
+    wt = trees.prepare(JOB, TASK, base, reset=True)
+    (wt.path / "new.txt").write_text("x\n")
+    trees.capture(wt, "m\n", agent="codex")
+    return git(wt.path, "log", "-1", "--format=%an <%ae>|%cn <%ce>").strip()
+
+
+def test_the_committer_is_the_repositorys_own_identity_else_gitswarms(
+    repo: Path, trees: Worktrees, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    git(repo, "config", "user.name", "Ada Lovelace")
+    git(repo, "config", "user.email", "ada@example.com")
+    assert _committer_after_capture(repo, trees, base) == "codex (via gitswarm) <gitswarm@localhost>|Ada Lovelace <ada@example.com>"
+    # no identity at all (and no guessing one from the host name): gitswarm's own
+    git(repo, "config", "--unset", "user.name")
+    git(repo, "config", "--unset", "user.email")
+    git(repo, "config", "user.useConfigOnly", "true")
+    assert _committer_after_capture(repo, trees, base) == "codex (via gitswarm) <gitswarm@localhost>|gitswarm <gitswarm@localhost>"
+
+
+def test_a_captured_commit_is_never_signed_with_the_users_key(repo: Path, trees: Worktrees, base: str) -> None:
+    git(repo, "config", "commit.gpgSign", "true")
+    git(repo, "config", "gpg.program", "false")  # signing would fail the commit
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    (wt.path / "new.txt").write_text("x\n")
+    captured = trees.capture(wt, "# a heading, kept\n", agent="aider")
+    assert git(wt.path, "log", "-1", "--format=%B", captured.head) == "# a heading, kept\n\n"
