@@ -366,6 +366,22 @@ def worktrees_gc(ctx: typer.Context) -> None:
     )
 
 
+@worktrees_app.command("discard")
+def worktrees_discard(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Argument(metavar="JOB/TASK", help="The finished task whose worktree and branch to remove.")],
+    force: Annotated[bool, typer.Option("--force", help="Also when its worktree holds uncommitted work (it is lost).")] = False,
+) -> None:
+    """Remove a finished, unmerged task's worktree and its branch swarm/JOB/TASK (exit 2 if it may run, was merged, or is dirty)."""
+    from gitswarm.engine import discard  # deferred: see the note at the imports
+
+    c = _ctx(ctx)
+    c.output.result(
+        discard.discard(c.swarm(), task, force),
+        lambda d: f"discarded {d['branch']}" + (f" at {d['head'][:12]}" if d["head"] else "") + (f" and {d['worktree']}" if d["worktree"] else ""),
+    )
+
+
 @index_app.command("rebuild")
 def index_rebuild(ctx: typer.Context) -> None:
     """Delete the index and rebuild it from the refs."""

@@ -237,25 +237,26 @@ class Worktrees:
                 found.append(entry)
         return found
 
-    def every(self) -> list[dict[str, str]]:
-        """Every linked worktree of the repository (the main working tree left out): path, branch (short, "" when
-        detached) and head."""
+    def every(self, main: bool = False) -> list[dict[str, str]]:
+        """Every linked worktree of the repository (and the main working tree first, with `main`): path, branch
+        (short, "" when detached) and head."""
         out = git(["worktree", "list", "--porcelain"], self.repo_dir).decode(errors="surrogateescape")
         found = []
-        for block in out.strip().split("\n\n")[1:]:
+        for block in out.strip().split("\n\n")[0 if main else 1 :]:
             fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
             branch = fields.get("branch", "").removeprefix("refs/heads/")
             found.append({"path": fields.get("worktree", ""), "branch": branch, "head": fields.get("HEAD", "")})
         return found
 
     def find(self, job: str, task: str) -> Path | None:
-        """The task's worktree: the one on its branch, else one at `<root>/<job>/<task>` under today's root or the
-        old one (a worker that switched branch left it there); None when there is none."""
+        """The task's worktree: the one on its branch at a `<job>/<task>` place, else the one at
+        `<root>/<job>/<task>` under today's root or the old one, whatever it has checked out (a worker that
+        switched branch left it there); None when there is none."""
         branch = branch_name(job, task)
         places = {self.path_for(job, task).resolve(), (legacy_root(self.common_dir) / job / task).resolve()}
         for entry in self.every():
             path = Path(entry["path"])
-            if entry["branch"] == branch or path.resolve() in places:
+            if (entry["branch"] == branch and (path.parent.name, path.name) == (job, task)) or path.resolve() in places:
                 return path
         return None
 
