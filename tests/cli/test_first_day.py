@@ -173,7 +173,7 @@ def test_bash_completion_completes_commands_subcommands_options_and_choices(repo
     script = cli(repo, "completion", "bash").out
     assert bash_complete(script, ["gitswarm", "st"]) == ["status"]
     assert set(bash_complete(script, ["gitswarm", ""])) == set(every_command())
-    assert bash_complete(script, ["gitswarm", "worktrees", ""]) == ["list", "gc"]
+    assert bash_complete(script, ["gitswarm", "worktrees", ""]) == ["list", "gc", "discard"]
     assert bash_complete(script, ["gitswarm", "--json", "-C", "x", "worktrees", "l"]) == ["list"]
     assert bash_complete(script, ["gitswarm", "status", "--a"]) == ["--all"]
     assert bash_complete(script, ["gitswarm", "completion", ""]) == ["bash", "zsh", "fish"]
@@ -193,7 +193,7 @@ def test_zsh_completion_completes_commands_and_options(repo: Path) -> None:
         return subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True, check=True).stdout.split()
 
     assert complete("gitswarm", "st") == every_command()  # compadd filters by the prefix itself
-    assert complete("gitswarm", "worktrees", "") == ["list", "gc"]
+    assert complete("gitswarm", "worktrees", "") == ["list", "gc", "discard"]
     assert "--all" in complete("gitswarm", "status", "--")
     assert complete("gitswarm", "-C", "") == ["FILES"]
     assert complete("gitswarm", "submit", "") == ["FILES"]
@@ -209,7 +209,7 @@ def test_fish_completion_completes_commands_and_options(repo: Path, tmp_path: Pa
         return [row.split("\t")[0] for row in done.stdout.splitlines()]
 
     assert complete("gitswarm st") == ["status"]
-    assert complete("gitswarm worktrees ") == ["gc", "list"]  # fish sorts them
+    assert complete("gitswarm worktrees ") == ["discard", "gc", "list"]  # fish sorts them
     assert "--all" in complete("gitswarm status --")
     assert complete("gitswarm completion ") == ["bash", "fish", "zsh"]
 
