@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,11 @@ from gitswarm.adapters.shell import tail
 from gitswarm.engine.integrity import Watch, describe, snapshot, violations
 from gitswarm.engine.verify import verify
 from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
+from gitswarm.model.errors import GitswarmError
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.gitrepo import GitRepo
-from gitswarm.store.worktrees import Worktrees, WorktreeViolation
+from gitswarm.store.checkouts import Checkouts
+from gitswarm.store.worktrees import Worktree, Worktrees, WorktreeViolation
 
 REPAIR_TAIL_LINES = 40
 SUBJECT_CHARS = 72
@@ -40,8 +43,27 @@ class Delegation:
     def run(
         self, adapter: Adapter, ctx: RunContext, base: str, spec: TaskSpec, run: Runner, lost: Callable[[], bool]
     ) -> Outcome:
-        repo_dir = self.repo.workdir or self.repo.common_dir
         worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True)
+        # The clean checkout for the checks is made while the agent runs, not after it.
+        stocker = _Stocker(self.worktrees.checkouts, base) if spec.checks or self.auditor is not None else None
+        try:
+            return self._attempt(adapter, ctx, base, spec, run, lost, worktree, stocker)
+        finally:
+            if stocker is not None:
+                stocker.wait()
+
+    def _attempt(
+        self,
+        adapter: Adapter,
+        ctx: RunContext,
+        base: str,
+        spec: TaskSpec,
+        run: Runner,
+        lost: Callable[[], bool],
+        worktree: Worktree,
+        stocker: _Stocker | None,
+    ) -> Outcome:
+        repo_dir = self.repo.workdir or self.repo.common_dir
         included = self.worktrees.copy_includes(worktree, repo_dir)
         instruction = ctx.prompt if ctx.prompt is not None else spec.prompt
         ctx = dataclasses.replace(ctx, workdir=worktree.path, prompt=instruction)
@@ -88,6 +110,8 @@ class Delegation:
             if not spec.checks and self.auditor is None:
                 # Nothing to check: the patch stands unverified (no verdict of nothing is recorded).
                 return Outcome(ok=True, artifacts=[*artifacts, patch])
+            if stocker is not None:
+                stocker.wait()
             verification = verify(
                 self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor
             )
@@ -113,6 +137,25 @@ class Delegation:
                 lines += [f"The check `{check.command}` failed (exit {check.exit_code}):", tail(output, REPAIR_TAIL_LINES)]
         lines.append("Fix it in this worktree.")
         return "\n".join(lines)
+
+
+class _Stocker:
+    """Stocks the pool of clean checkouts (store/checkouts.py) in a thread while the agent runs: best
+    effort, as verification makes its own checkout when the pool has none."""
+
+    def __init__(self, checkouts: Checkouts, commit: str) -> None:
+        self.thread = threading.Thread(target=self._stock, args=(checkouts, commit), name="gitswarm-stock", daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _stock(checkouts: Checkouts, commit: str) -> None:
+        try:
+            checkouts.stock(commit)
+        except (GitswarmError, OSError):
+            pass  # the checks' own checkout is then made when they need it, and fails there if it must
+
+    def wait(self) -> None:
+        self.thread.join()
 
 
 def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str) -> str:

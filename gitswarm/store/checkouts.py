@@ -15,6 +15,12 @@ repository, a file that does not go away) is removed and made afresh.
 
 At most POOL_SIZE checkouts are kept; one numbered past them is removed when
 it is given back. `worktrees gc` removes the idle ones.
+
+A delegation also draws its task worktree from the pool (`adopt`: the
+checkout is moved into place and put on the task's branch), and stocks the
+pool again while its agent runs (`stock`, in a thread): the fresh checkout
+a delegation needs is then made during the agent's minutes, not before or
+after them.
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ class Checkout:
     lock: int  # the open, flocked file descriptor of its lock file
 
 
+# The git common dir of each repository directory, asked of git once per process.
+_common_dirs: dict[Path, Path] = {}
+
+
 class Checkouts:
     """The pool of one worktree root."""
 
@@ -53,7 +63,6 @@ class Checkouts:
         self.repo_dir = repo_dir
         self.directory = root / CHECKOUTS_DIR
         self.locks = root / LOCKS_DIR
-        self._common: Path | None = None
 
     def take(self, commit: str) -> Checkout:
         """A clean detached checkout of `commit`, held by this process until given back (or discarded)."""
@@ -81,6 +90,42 @@ class Checkouts:
                 self._remove(checkout.path)
         finally:
             os.close(checkout.lock)
+
+    def stock(self, commit: str) -> None:
+        """Make sure an idle checkout is ready (made afresh only when none is), brought to `commit`."""
+        self.give_back(self.take(commit))
+
+    def adopt(self, dest: Path, branch: str, base: str) -> bool:
+        """Move an idle checkout to `dest` as a worktree on `branch`, (re)set to `base` and clean; False (nothing
+        moved) when there is no idle one to move, or it will not come clean."""
+        for slot in range(POOL_SIZE):
+            path = self.directory / str(slot)
+            if not (path / ".git").is_file():
+                continue
+            lock = self._lock(slot)
+            if lock is None:
+                continue
+            try:
+                if not self._ours(path):
+                    continue
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    git(["worktree", "move", str(path), str(dest)], self.repo_dir)  # refused with submodules in it
+                except GitCommandError:
+                    continue
+                try:
+                    git(["checkout", "-q", "-f", "-B", branch, base], dest)
+                    git(["clean", "-q", "-ffdx"], dest)
+                    clean = not git(["status", "--porcelain", "-z", "--ignored", "--untracked-files=all"], dest)
+                except GitCommandError:
+                    clean = False
+                if clean:
+                    return True
+                self._remove(dest)
+                return False
+            finally:
+                os.close(lock)
+        return False
 
     def discard(self, checkout: Checkout) -> None:
         """Done with it, and it is not to be reused: removed."""
@@ -118,12 +163,8 @@ class Checkouts:
 
     def _reset(self, path: Path, commit: str) -> bool:
         """Bring a kept checkout to `commit`, clean; False when it is not one (any more) or will not come clean."""
-        if not (path / ".git").is_file():
+        if not (path / ".git").is_file() or not self._ours(path):
             return False
-        where = git(["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"], path, check=False)
-        found = [Path(line).resolve() for line in os.fsdecode(where).splitlines()[:2]]
-        if found != [self.common_dir(), path.resolve()]:
-            return False  # not a worktree of this repository, or not at its own top
         try:
             git(["checkout", "-q", "-f", "--detach", commit], path)
             git(["clean", "-q", "-ffdx"], path)
@@ -133,11 +174,18 @@ class Checkouts:
             return False
         return not status and head == commit
 
+    def _ours(self, path: Path) -> bool:
+        """Whether `path` is the top of a worktree of this repository (its `.git` not re-pointed elsewhere)."""
+        where = git(["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"], path, check=False)
+        found = [Path(line).resolve() for line in os.fsdecode(where).splitlines()[:2]]
+        return found == [self.common_dir(), path.resolve()]
+
     def common_dir(self) -> Path:
-        if self._common is None:
+        key = self.repo_dir.resolve()
+        if key not in _common_dirs:
             out = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], self.repo_dir)
-            self._common = Path(out.decode().strip()).resolve()
-        return self._common
+            _common_dirs[key] = Path(out.decode().strip()).resolve()
+        return _common_dirs[key]
 
     def _remove(self, path: Path) -> None:
         if not os.path.lexists(path):

@@ -24,7 +24,8 @@ from pathlib import Path
 from gitswarm.model.artifacts import FileChange
 from gitswarm.model.errors import BadInput
 from gitswarm.model.paths import quote_path
-from gitswarm.store.gitcli import IDENTITY, GitCommandError, git
+from gitswarm.store.checkouts import Checkouts
+from gitswarm.store.gitcli import IDENTITY, GitCommandError, git, git_run, said
 
 BRANCH_PREFIX = "swarm/"
 INCLUDE_LISTING = ".gitswarm/worktree-include"
@@ -138,6 +139,11 @@ class Worktrees:
         self.common_dir = common_dir
         self.root = root or default_root(common_dir)
 
+    @property
+    def checkouts(self) -> Checkouts:
+        """The pool of clean checkouts under this root (store/checkouts.py)."""
+        return Checkouts(self.repo_dir, self.root)
+
     def path_for(self, job: str, task: str) -> Path:
         return self.root / job / task
 
@@ -155,8 +161,9 @@ class Worktrees:
                 git(["reset", "-q", "--hard", base], path)
                 git(["clean", "-q", "-fd"], path)
             return Worktree(path, branch, base)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        git(["worktree", "add", "-q", "-B", branch, str(path), base], self.repo_dir)
+        if not self.checkouts.adopt(path, branch, base):  # an idle clean checkout moved into place, else a fresh one
+            path.parent.mkdir(parents=True, exist_ok=True)
+            git(["worktree", "add", "-q", "-B", branch, str(path), base], self.repo_dir)
         return Worktree(path, branch, base)
 
     def copy_includes(self, worktree: Worktree, source: Path) -> list[str]:
@@ -208,12 +215,23 @@ class Worktrees:
         dangling = _dangling_gitlinks(path, worktree.base)
         if dangling:
             raise WorktreeViolation(f"a gitlink (submodule commit) without a .gitmodules entry at {dangling}: it cannot be part of a patch")
-        if git(["status", "--porcelain"], path).strip():
-            commit = ["-c", "commit.gpgSign=false", "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-"]
-            git(commit, path, input=message.encode(), env=commit_identity(path, agent))
         head = git(["rev-parse", "HEAD"], path).decode().strip()
+        if _staged(path):
+            head = self._commit(worktree, head, message, agent)
         diff = git(["diff", "--binary", "--full-index", worktree.base, head], path)
         return Capture(head=head, diff=diff, sha256=hashlib.sha256(diff).hexdigest(), files=numstat(path, worktree.base, head))
+
+    def _commit(self, worktree: Worktree, parent: str, message: str, agent: str) -> str:
+        """Commit the index on the task's branch: plumbing (`write-tree`, `commit-tree`, a CAS of the branch),
+        which neither refreshes the index again nor runs hooks; never signed. The new head."""
+        path = worktree.path
+        tree = git(["write-tree"], path).decode().strip()
+        text = cleanup_message(message)
+        commit = ["-c", "commit.gpgSign=false", "commit-tree", "--no-gpg-sign", tree, "-p", parent, "-F", "-"]
+        head = git(commit, path, input=text.encode(), env=commit_identity(path, agent)).decode().strip()
+        subject = text.partition("\n")[0]
+        git(["update-ref", "-m", f"commit: {subject}", f"refs/heads/{worktree.branch}", head, parent], path)
+        return head
 
     def is_clean(self, path: Path) -> bool:
         return not git(["status", "--porcelain"], path).strip()
@@ -265,6 +283,19 @@ class Worktrees:
         git(["worktree", "remove", str(path)], self.repo_dir)
 
 
+def cleanup_message(message: str) -> str:
+    """A commit message as `git commit --cleanup=whitespace` leaves it: trailing spaces and leading,
+    trailing and repeated blank lines gone, one final newline; `#` lines kept."""
+    lines: list[str] = []
+    for line in message.splitlines():
+        line = line.rstrip()
+        if line or (lines and lines[-1]):
+            lines.append(line)
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
 def commit_identity(cwd: Path, agent: str) -> dict[str, str]:
     """Who a captured commit is by: `<agent> (via gitswarm) <gitswarm@localhost>` as its author, and as
     its committer the user, as git knows them here (`git var GIT_COMMITTER_IDENT`: user.name and
@@ -282,6 +313,14 @@ def commit_identity(cwd: Path, agent: str) -> dict[str, str]:
         "GIT_COMMITTER_NAME": name,
         "GIT_COMMITTER_EMAIL": email,
     }
+
+
+def _staged(cwd: Path) -> bool:
+    """Whether the index differs from HEAD (`diff-index --quiet`: no scan of the working tree)."""
+    done = git_run(["diff-index", "--cached", "--quiet", "HEAD", "--"], cwd)
+    if done.returncode not in (0, 1):
+        raise GitCommandError(f"git diff-index failed: {said(done.stderr) or f'exit {done.returncode}'}")
+    return done.returncode == 1
 
 
 def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:

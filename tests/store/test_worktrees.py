@@ -361,3 +361,45 @@ def test_a_captured_commit_is_never_signed_with_the_users_key(repo: Path, trees:
     (wt.path / "new.txt").write_text("x\n")
     captured = trees.capture(wt, "# a heading, kept\n", agent="aider")
     assert git(wt.path, "log", "-1", "--format=%B", captured.head) == "# a heading, kept\n\n"
+
+
+# -- drawing on the pool of clean checkouts ----------------------------------------------------
+
+
+def test_prepare_adopts_an_idle_clean_checkout_and_makes_it_the_tasks(repo: Path, trees: Worktrees, base: str) -> None:
+    commit_file(repo, ".gitignore", "*.log\n")
+    pool = trees.checkouts
+    checkout = pool.take(rev_of(repo))
+    (checkout.path / "README.md").write_text("left by a check\n")
+    (checkout.path / "out.log").write_text("ignored\n")
+    (checkout.path / "stray.txt").write_text("untracked\n")
+    pool.give_back(checkout)
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    assert not checkout.path.exists() and wt.path.is_dir()  # moved, not copied
+    assert git(wt.path, "symbolic-ref", "HEAD").strip() == f"refs/heads/{branch_name(JOB, TASK)}"
+    assert head(wt.path) == base == head(repo, f"refs/heads/{branch_name(JOB, TASK)}")
+    assert git(wt.path, "status", "--porcelain", "--ignored", "--untracked-files=all") == ""
+    assert sorted(p.name for p in wt.path.iterdir()) == [".git", "README.md", "code.py"]
+    assert trees.listing() == [{"path": str(wt.path), "branch": wt.branch, "head": base}]
+    # and the pool stocks again
+    pool.stock(base)
+    assert rev_of(checkout.path) == base
+
+
+def test_an_untracked_include_file_and_no_change_is_no_commit(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    (wt.path / ".env").write_text("SECRET=1\n")  # copied in, not ignored: left out of the patch
+    captured = trees.capture(wt, "m\n", leave_out=[".env"])
+    assert captured.head == base and captured.files == ()
+
+
+def test_a_captured_commit_moves_the_branch_with_a_reflog_entry(repo: Path, trees: Worktrees, base: str) -> None:
+    wt = trees.prepare(JOB, TASK, base, reset=False)
+    (wt.path / "a.txt").write_text("a\n")
+    captured = trees.capture(wt, "Add a  \n\n\n\nbody   \n\n", agent="x")
+    assert git(wt.path, "log", "-1", "--format=%B", captured.head) == "Add a\n\nbody\n\n"
+    assert git(repo, "reflog", "-1", "--format=%gs", f"refs/heads/{wt.branch}").strip() == "commit: Add a"
+
+
+def rev_of(path: Path) -> str:
+    return git(path, "rev-parse", "HEAD").strip()
