@@ -73,6 +73,9 @@ CREATED_ON_FIRST_USE = ("seal.key",)
 # Files of the git dir that change what git does for the user.
 GIT_DIR_FILES = ("config", "config.worktree", "shallow", "objects/info/alternates", "objects/info/http-alternates")
 GIT_DIR_LISTED = ("hooks", "info")
+# ...but `info/refs`, which `git update-server-info` rewrites for the dumb HTTP transport whenever git repacks
+# (the `gc --auto` a user's own `git commit` starts in the background): it changes nothing git does here.
+GIT_DIR_UNWATCHED = ("info/refs",)
 
 LISTED_CHANGES = 8
 SHELL = "shell"  # the one adapter that is not an agent
@@ -241,7 +244,8 @@ def _task_branch(ref: bytes, jobs: frozenset[bytes]) -> bool:
 def _files(watch: Watch) -> dict[str, Stamp]:
     common = watch.common_dir
     paths = [common / name for name in GIT_DIR_FILES]
-    paths += [p for listed in GIT_DIR_LISTED for p in _listed(common / listed)]
+    unwatched = {common / name for name in GIT_DIR_UNWATCHED}
+    paths += [p for listed in GIT_DIR_LISTED for p in _listed(common / listed) if p not in unwatched]
     if watch.workdir is not None:
         paths.append(_user_git_dir(watch.workdir, common) / "HEAD")
     paths += _own_files(common / "gitswarm", {watch.root, legacy_root(common)})

@@ -336,3 +336,16 @@ def test_an_ignored_change_is_described_with_its_path(project: Path) -> None:
     found = integrity.changes(before, integrity.snapshot(watch, time.time()))
     assert [(c.what, c.tree_output) for c in found] == [('"node_modules/caf\\351.js" created in the working tree', True)]
     assert integrity.describe(found).startswith("integrity: the worker wrote outside its worktree: ")
+
+
+def test_a_repack_by_gc_in_the_background_is_no_violation(project: Path) -> None:
+    """A user's `git commit` starts `gc --auto` in the background; its repack rewrites info/refs
+    (update-server-info, for the dumb HTTP transport) while an agent runs."""
+    common = project / ".git"
+    watch = Watch(project, common, common / "gitswarm" / "worktrees" / "j" / "t", common / "gitswarm" / "worktrees")
+    before = integrity.snapshot(watch, time.time())
+    git(project, "repack", "-q", "-a", "-d")
+    assert (common / "info" / "refs").exists()
+    assert integrity.changes(before, integrity.snapshot(watch, time.time())) == []
+    (common / "info" / "exclude").write_text("*.py\n")
+    assert [c.what for c in integrity.changes(before, integrity.snapshot(watch, time.time()))] == [f"{common / 'info' / 'exclude'} changed"]
