@@ -19,12 +19,13 @@ from gitswarm.model.errors import BadInput, NotFound
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
 from gitswarm.model.spec import AdapterFacts, parse_spec
-from gitswarm.store.git import open_repo
+from gitswarm.store import layout, reffiles
 from gitswarm.store.gitcli import git
 from gitswarm.store.gitrepo import GitRepo
-from gitswarm.store.index import Index
+from gitswarm.store.index import Index, index_path
 from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.ledger import Ledger
+from gitswarm.store.trust import Trust
 from gitswarm.store.worktrees import check_includes
 
 if TYPE_CHECKING:
@@ -75,17 +76,54 @@ class Swarm:
     """gitswarm on one repository: the refs, the index and the ledger over both.
 
     `create=False` is for commands that only read: with no index on disk yet,
-    one is built in memory from the refs, so that they write nothing.
+    one is built in memory from the refs, so that they write nothing. When the
+    index on disk holds every job at the tip its ref points to (the refs read
+    from their files, store/reffiles.py), the repository is opened (pygit2,
+    ~50 ms of imports) only when a record is read from it: `status` of such a
+    job answers from the index alone.
     """
 
     def __init__(self, path: str | os.PathLike[str] = ".", clock: Clock = time.time, create: bool = True) -> None:
-        self.repo = open_repo(path)
         self.clock = clock
-        self.index = Index(self.repo.common_dir, create=create)
-        self.refs = _LazyActorRefs(self.repo)
-        self.ledger = Ledger(self.refs, self.index)
         self.notices: list[str] = []  # things the user should know that are not errors
+        self._path = path
+        self._repo: GitRepo | None = None
+        self._refs: _LazyActorRefs | None = None
+        self._ledger: Ledger | None = None
+        self._trust: Trust | None = None
+        fresh = None if create else _fresh_index(Path(path))
+        if fresh is not None:
+            self.common_dir, self.index = fresh
+            return
+        self._repo = _open_repo(path)
+        self.common_dir = self._repo.common_dir
+        self.index = Index(self.common_dir, create=create)
         self.index.refresh(self.refs)
+
+    @property
+    def repo(self) -> GitRepo:
+        if self._repo is None:
+            self._repo = _open_repo(self._path)
+        return self._repo
+
+    @property
+    def refs(self) -> _LazyActorRefs:
+        if self._refs is None:
+            self._refs = _LazyActorRefs(self.repo)
+        return self._refs
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger(self.refs, self.index)
+        return self._ledger
+
+    @property
+    def trust(self) -> Trust:
+        """Which jobs may run here (read by `status`; the ledger keeps its own for claims)."""
+        if self._trust is None:
+            self._trust = Trust(self.common_dir)
+        return self._trust
 
     @property
     def actor(self) -> str:
@@ -201,7 +239,7 @@ class Swarm:
 
     def awaiting_approval(self, jobs: list[str]) -> dict[str, str]:
         """Those of `jobs` that may not run here until approved, and why (pulled, say)."""
-        trust = self.ledger.trust
+        trust = self.trust
         return {job: trust.why_not(job) or "" for job in sorted(trust.untrusted(jobs))}
 
     def reviews(self, job_id: str) -> dict[str, list[dict]]:
@@ -312,10 +350,33 @@ class Swarm:
         """Throw the index away and rebuild it from the refs."""
         self.index.destroy()
         self.index = Index(self.repo.common_dir)
-        self.ledger = Ledger(self.refs, self.index)
+        self._ledger = Ledger(self.refs, self.index)
         self.index.refresh(self.refs)
         jobs = self.index.job_ids()
         return {"jobs": len(jobs), "tasks": self.index.task_count(), "invalid": sorted(self.index.invalid), "path": str(self.index.path)}
+
+
+def _open_repo(path: str | os.PathLike[str]) -> GitRepo:
+    from gitswarm.store.git import open_repo  # deferred for start-up speed: reads of a fresh index never load pygit2
+
+    return open_repo(path)
+
+
+def _fresh_index(path: Path) -> tuple[Path, Index] | None:
+    """The common dir and the index on disk, when the index holds every job at the tip its ref
+    points to, both read without pygit2; None when that is not certain (then the repository is
+    opened and the index refreshed, as for any command)."""
+    common = reffiles.common_dir(path)
+    if common is None or not index_path(common).exists():
+        return None
+    refs = reffiles.read_refs(common, layout.JOBS_PREFIX)  # before the index: a writer moves the ref first
+    if refs is None:
+        return None
+    index = Index(common, create=False)
+    if index.tips() != {name.removeprefix(layout.JOBS_PREFIX): tip for name, tip in refs.items()}:
+        index.close()
+        return None
+    return common, index
 
 
 def _artifact_views(snapshot: Snapshot, rows: list[tuple[str, str | None, str]]) -> list[dict]:
