@@ -1,6 +1,6 @@
 """Start-up and read-command speed of the installed `gitswarm`, wall time as a person sees it.
 
-    python tests/bench/bench_cli.py [--runs N]
+    python tests/bench/bench_cli.py [--runs N] [--compare DIR]
 
 A scratch repository holds one job of 10,000 shell tasks (the index built
 once). Each command runs N times (default 21), all of them taking turns so
@@ -8,6 +8,10 @@ that a busy machine slows them alike; the figure is the median. The ratio is
 against `python -c pass` measured in the same run, so it holds on a noisy
 machine; the import-only rows show what the libraries cost by themselves.
 Bytecode caching is on (benchlib.isolate), as in an installed gitswarm.
+
+--compare DIR also runs the gitswarm commands from another source tree (one
+holding a `gitswarm` package, e.g. `git archive OLD gitswarm | tar -x -C
+DIR`), through a copy of the console script with DIR first on the path.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from benchlib import isolate, print_table, scratch_dir
 
 RUNS = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 21
+COMPARE = Path(sys.argv[sys.argv.index("--compare") + 1]).resolve() if "--compare" in sys.argv else None
 TASKS = 10_000
 GITSWARM = str(Path(sys.executable).with_name("gitswarm"))
 PY = sys.executable
@@ -61,6 +66,16 @@ def medians(commands: dict[str, list[str]], cwd: Path, runs: int) -> dict[str, t
     }
 
 
+def compare_script(source: Path) -> str:
+    """The console script's code, importing gitswarm from `source` first."""
+    script = Path(scratch_dir("bench-compare-")) / "gitswarm"
+    script.write_text(
+        f"import re\nimport sys\nsys.path.insert(0, {str(source)!r})\nfrom gitswarm.cli.main import main\n"
+        "sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\nsys.exit(main())\n"
+    )
+    return str(script)
+
+
 def main() -> None:
     isolate()
     repo = Path(scratch_dir("bench-cli-")) / "repo"
@@ -77,6 +92,9 @@ def main() -> None:
         ("gitswarm --json show JOB (10,000 tasks)", [GITSWARM, "--json", "show", job], "< 150 ms"),
         ("gitswarm --help", [GITSWARM, "--help"], ""),
     ]
+    if COMPARE is not None:
+        other = compare_script(COMPARE)
+        rows += [(f"{name} ({COMPARE.name})", [PY, other, *argv[1:]], "") for name, argv, _ in rows if argv[0] == GITSWARM]
     found = medians({name: argv for name, argv, _ in rows}, repo, RUNS)
     base, imports = found["python -c pass"], found["import typer, pygit2, msgspec (no gitswarm)"]
     table = [
