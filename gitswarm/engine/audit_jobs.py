@@ -2,10 +2,12 @@
 
 Such a job's `source` is `post-commit:<branch>`, the branch percent-encoded
 (submission keeps only the last path component of a source, and branch names
-hold `/`); its goal is `audit <12 hex> on <branch>`. The goal is a cheap first
-filter over the index, which has no sources; the source, read from the job
-record, decides. A person's job whose goal happens to read the same is not
-an audit job.
+hold `/`); its goal is `audit <12 hex> on <branch>`, its one task a shell task
+`audit`. Before the hook cancels a job as superseded, the source, read from
+the job record, decides (and the job must have been made here): a person's
+job that reads the same is never touched. `status` leaves such jobs out of
+its listing by goal and shape, from the index alone: reading each record
+would cost a repository open and a read per audit job at every `status`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,6 @@ def source_for(branch: str) -> str:
 
 def goal_for(commit: str, branch: str) -> str:
     return f"audit {commit[:12]} on {branch}"
-
-
-def is_audit_source(source: str | None) -> bool:
-    """A post-commit audit job's source (`post-commit` alone: one made before branches were recorded)."""
-    return source is not None and (source == SOURCE or source.startswith(SOURCE + ":"))
 
 
 def branch_of(source: str | None) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitswarm.engine.audit_jobs import is_audit_source, looks_like_audit
+from gitswarm.engine.audit_jobs import looks_like_audit
 from gitswarm.model import codec
 from gitswarm.model.artifacts import Check, Run, describe
 from gitswarm.model.errors import BadInput, NotFound
@@ -221,7 +221,7 @@ class Swarm:
             waiting = self.awaiting_approval([j["id"] for j in jobs if j["status"] not in FINISHED])
             for found_job in jobs:
                 found_job["awaiting_approval"] = found_job["id"] in waiting
-                found_job["audit"] = looks_like_audit(found_job["goal"]) and self.is_audit_job(found_job["id"])
+                found_job["audit"] = looks_like_audit(found_job["goal"]) and self.looks_like_audit_job(found_job["id"])
             return {"jobs": jobs, "awaiting_approval": waiting}
         job_id = self.resolve_job(job)
         found = self.index.job(job_id)
@@ -233,9 +233,11 @@ class Swarm:
             view["reviews"] = reviews
         return view
 
-    def is_audit_job(self, job_id: str) -> bool:
-        """Whether the job is one the post-commit hook queued (its source says so; engine/audit_jobs.py)."""
-        return is_audit_source(self.refs.snapshot(job_id, self.index.job_tip(job_id)).job.source)
+    def looks_like_audit_job(self, job_id: str) -> bool:
+        """Whether a job whose goal reads like the post-commit hook's has its shape too: one shell
+        task `audit`. From the index alone: `status` reads no record (engine/audit_jobs.py)."""
+        tasks = self.index.tasks(job_id)
+        return len(tasks) == 1 and tasks[0]["id"] == "audit" and tasks[0]["adapter"] == "shell"
 
     def awaiting_approval(self, jobs: list[str]) -> dict[str, str]:
         """Those of `jobs` that may not run here until approved, and why (pulled, say)."""
