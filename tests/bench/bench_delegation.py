@@ -105,10 +105,11 @@ def main() -> None:
     base = git(["rev-parse", "HEAD"], repo).decode().strip()
     trees = Worktrees(repo, repo / ".git")  # the default root: the state directory of the isolated home
     plain, ours = [], []
+    elsewhere = Path(scratch_dir("bench-deleg-plain-"))  # removed at exit, as the repository is
     for n in range(RUNS):
         def run_plain() -> None:
             start = time.perf_counter()
-            git(["worktree", "add", "-q", "-b", f"plain{n}", str(repo.parent / f"{repo.name}-plain{n}"), base], repo)
+            git(["worktree", "add", "-q", "-b", f"plain{n}", str(elsewhere / f"plain{n}"), base], repo)
             plain.append(time.perf_counter() - start)
 
         def run_ours() -> None:
