@@ -46,11 +46,12 @@ class Delegation:
         worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True)
         # The clean checkout for the checks is made while the agent runs, not after it.
         stocker = _Stocker(self.worktrees.checkouts, base) if spec.checks or self.auditor is not None else None
-        try:
-            return self._attempt(adapter, ctx, base, spec, run, lost, worktree, stocker)
-        finally:
-            if stocker is not None:
-                stocker.wait()
+        # Waited for when the attempt ends, not when it is interrupted (Ctrl-C, SIGTERM): the thread is a daemon,
+        # and a checkout it left half made is made again at its next use (store/checkouts.py).
+        outcome = self._attempt(adapter, ctx, base, spec, run, lost, worktree, stocker)
+        if stocker is not None:
+            stocker.wait()
+        return outcome
 
     def _attempt(
         self,
