@@ -12,7 +12,7 @@ counted verdicts decide (store/verdicts.py).
 from __future__ import annotations
 
 from gitswarm.model import codec
-from gitswarm.model.errors import CorruptRecord
+from gitswarm.model.errors import CorruptRecord, NewerFormat
 from gitswarm.model.provenance import NoteLine
 from gitswarm.model.validate import check_note_record
 from gitswarm.store.gitrepo import GitRepo
@@ -55,7 +55,7 @@ def _checked_lines(repo: GitRepo, commit: str, blob: str, intake: Intake, invali
             if len(line) > intake.limits.max_record:
                 raise CorruptRecord(f"{where}: line {n + 1} over the record cap")
             check_note_record(codec.decode(line, NoteLine, f"{where}: line {n + 1}"), commit, f"{where}: line {n + 1}")
-        except CorruptRecord as exc:
+        except (CorruptRecord, NewerFormat) as exc:  # a line "of a newer format" is hostile input like any other
             invalid.setdefault(commit, str(exc))
             continue
         kept.add(line)
@@ -86,7 +86,10 @@ def pull_notes(repo: GitRepo, theirs: str | None, intake: Intake, who: tuple[str
                 pulled[commit] = _checked_lines(repo, commit, blob, intake, invalid)
             except CorruptRecord as exc:
                 invalid[commit] = str(exc)
-    if not invalid and (ours is None or repo.is_ancestor(ours, theirs)):
+    # A fast-forward only when no local line would be lost (a pulled notes commit may delete this clone's verdicts).
+    if not invalid and (ours is None or repo.is_ancestor(ours, theirs)) and all(
+        their_blobs.get(c) == b or {x for x in repo.read_blob(b).splitlines() if x.strip()} <= pulled.get(c, set()) for c, b in our_blobs.items()
+    ):
         repo.cas_ref(NOTES_REF, theirs, ours, "gitswarm: pull notes")
         return "updated", invalid
     union = {commit: set(repo.read_blob(blob).splitlines()) - {b""} for commit, blob in our_blobs.items()}
