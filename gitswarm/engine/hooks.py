@@ -9,13 +9,11 @@ was. Shims are recognised by their marker line; nothing else is touched.
 
 from __future__ import annotations
 
-import fcntl
 import fnmatch
 import os
 import stat
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.verify import nothing_to_check
 from gitswarm.model.errors import BadInput, InvalidTransition
 from gitswarm.model.spec import toml_string
+from gitswarm.store.locks import held
 from gitswarm.store.gitcli import git
 
 HOOKS = ("post-commit", "pre-push")
@@ -176,16 +175,9 @@ def _newest_on(swarm: Swarm, commit: str, branch: str) -> str | None:
     return tip if swarm.repo.is_ancestor(commit, tip) else None
 
 
-@contextmanager
-def _post_commit_lock(common_dir: Path) -> Iterator[None]:
-    path = common_dir / "gitswarm" / "post-commit.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+def _post_commit_lock(common_dir: Path) -> AbstractContextManager[None]:
+    """Post-commit hooks of one repository decide what to queue one at a time."""
+    return held(common_dir / "gitswarm" / "post-commit.lock")
 
 
 def pre_push(swarm: Swarm, lines: list[str]) -> list[str]:

@@ -10,19 +10,18 @@ updated if clean; a dirty one makes the merge refuse.
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 from gitswarm.adapters.base import BlobWriter, RunContext, Runner
 from gitswarm.engine.verify import clean_checkout, drop_checkout, run_checks
 from gitswarm.model.artifacts import Decision, Patch
 from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
 from gitswarm.model.provenance import Weighed, accepted_by_gitswarm, deciding
+from gitswarm.store.locks import held
 from gitswarm.store.gitcli import GitCommandError, git
 from gitswarm.store.gitrepo import GitRepo
 
@@ -48,17 +47,9 @@ def mergeable(weighed: list[Weighed], patch_id: str) -> bool:
     return decider is not None and decider.verdict.accepted and accepted_by_gitswarm(weighed, patch_id)
 
 
-@contextmanager
-def merge_lock(common_dir: Path) -> Iterator[None]:
+def merge_lock(common_dir: Path) -> AbstractContextManager[None]:
     """Merges into one repository go one at a time."""
-    path = common_dir / "gitswarm" / "merge.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    return held(common_dir / "gitswarm" / "merge.lock")
 
 
 def target_worktree(repo_dir: Path, target: str) -> Path | None:

@@ -11,7 +11,7 @@ import math
 import posixpath
 import re
 import tomllib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -316,8 +316,9 @@ def _budget(raw: _RawBudget | None) -> Budget | None:
     return Budget(max_usd=raw.max_usd, max_tokens=raw.max_tokens, max_attempts=raw.max_attempts, max_wall=wall)
 
 
-def _refuse_cycles(specs: list[TaskSpec]) -> None:
-    """Kahn's algorithm; on a cycle, name one concretely."""
+def stuck_tasks(specs: Sequence[TaskSpec]) -> set[str]:
+    """The tasks on or behind a dependency cycle (Kahn's algorithm); empty when there is none.
+    `dependents` must mirror `depends_on`."""
     waiting = {s.id: len(s.depends_on) for s in specs}
     by_id = {s.id: s for s in specs}
     ready = [s.id for s in specs if not s.depends_on]
@@ -326,9 +327,15 @@ def _refuse_cycles(specs: list[TaskSpec]) -> None:
             waiting[dependent] -= 1
             if waiting[dependent] == 0:
                 ready.append(dependent)
-    stuck = {task_id for task_id, count in waiting.items() if count}
+    return {task_id for task_id, count in waiting.items() if count}
+
+
+def _refuse_cycles(specs: list[TaskSpec]) -> None:
+    """On a cycle, name one concretely."""
+    stuck = stuck_tasks(specs)
     if not stuck:
         return
+    by_id = {s.id: s for s in specs}
     start = min(stuck, key=lambda t: by_id[t].seq)
     path, node = [start], start
     while True:

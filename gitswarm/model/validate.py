@@ -28,6 +28,7 @@ from gitswarm.model.codec import FORMAT
 from gitswarm.model.ops import ArtifactsRecorded, BudgetStopped, Cancelled, JobCreated, LeaseExpired, Op, TaskClaimed, TaskFinished
 from gitswarm.model.provenance import Seal
 from gitswarm.model.records import Job, TaskSpec
+from gitswarm.model.spec import stuck_tasks
 
 MAX_CLOCK = 2**53 - 1  # Lamport clocks: exact in a float, far inside SQLite's 64-bit integers
 MAX_INT = 2**53 - 1  # any other integer field
@@ -205,19 +206,7 @@ def check_task_specs(specs: tuple[TaskSpec, ...], task_count: int, where: str) -
         _need(len(set(spec.depends_on)) == len(spec.depends_on), f"{at}.depends_on", "a task listed twice")
     for n, spec in enumerate(specs):
         _need(list(spec.dependents) == dependents[spec.id], f"{where}[{n}].dependents", "do not match depends_on")
-    _refuse_cycles(specs, where)
-
-
-def _refuse_cycles(specs: tuple[TaskSpec, ...], where: str) -> None:
-    waiting = {spec.id: len(spec.depends_on) for spec in specs}
-    by_id = {spec.id: spec for spec in specs}
-    ready = [spec.id for spec in specs if not spec.depends_on]
-    while ready:
-        for dependent in by_id[ready.pop()].dependents:
-            waiting[dependent] -= 1
-            if waiting[dependent] == 0:
-                ready.append(dependent)
-    _need(not any(waiting.values()), where, "a dependency cycle")
+    _need(not stuck_tasks(specs), where, "a dependency cycle")
 
 
 def check_artifact(artifact: Artifact, job_id: str, task_ids: Iterable[str], where: str) -> None:

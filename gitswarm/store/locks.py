@@ -1,0 +1,21 @@
+"""Advisory file locks in gitswarm's local directory: one process at a time, released with it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def held(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (created if needed); the kernel drops it if the process dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
