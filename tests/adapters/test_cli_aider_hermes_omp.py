@@ -147,6 +147,16 @@ def test_aider_leaves_no_files_of_its_own_behind(repo: Path, tmp_path: Path, fak
     assert [f.path for f in patch.files] == ["hello.txt"]
 
 
+def test_aider_writes_no_identity_into_the_users_git_config(repo: Path, tmp_path: Path, fake_clis: Path) -> None:
+    """With no user.name in reach, aider writes placeholders into .git/config (aider/main.py setup_git):
+    the spec gives it an identity per process, so the user's config stays as it was."""
+    before = (repo / ".git" / "config").read_bytes()
+    data = run_job(repo, tmp_path, task("aider", "answer: fine", "look"),
+                   task("aider", "write hello.txt: hi", "fix", mode="implement", checks=["test -f hello.txt"]))
+    assert data["status"] == "succeeded", data["tasks"]
+    assert (repo / ".git" / "config").read_bytes() == before
+
+
 # -- failures ------------------------------------------------------------------------------
 
 

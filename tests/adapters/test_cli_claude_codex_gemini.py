@@ -65,11 +65,11 @@ def fake(name: str, *args: str, env: dict[str, str] | None = None, cwd: Path | N
 
 
 #: what each run artifact must say of cost: claude reports it; codex reports tokens only and is
-#: priced from adapters/prices.toml for the spec's model gpt-5-codex ($1.25 in, $10 out per
+#: priced from adapters/prices.toml for the spec's model gpt-5.5 ($5 in, $30 out per
 #: million); gemini reports tokens only and no price covers it.
 COST = {
     "claude-code": (0.0456, False),
-    "codex": (round((3000 * 1.25 + 200 * 10.0) / 1e6, 8), True),
+    "codex": (round((3000 * 5.0 + 200 * 30.0) / 1e6, 8), True),
     "gemini": (round((3000 * 1.25 + 200 * 10.0) / 1e6, 8), True),  # tokens only: priced as gemini-2.5-pro
 }
 
@@ -93,7 +93,7 @@ def test_analyze_answer_becomes_findings_and_decisions_with_tokens_and_cost(
     assert (record["cost_usd"], record["cost_estimated"]) == COST[adapter]
     assert record["session_id"]  # each CLI names its session
     if adapter == "codex":
-        assert record["model"] == "gpt-5-codex"
+        assert record["model"] == "gpt-5.5"
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

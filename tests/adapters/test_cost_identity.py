@@ -102,7 +102,7 @@ def test_a_users_prices_price_a_custom_model(repo: Path, tmp_path: Path, fake_cl
 #: codex prints no model (its JSONL has none): the run records the model gitswarm passed with -m.
 IDENTITY = {
     "claude-code": ("claude-sonnet-4-5", True),   # modelUsage keys; session_id
-    "codex": ("gpt-5-codex", True),               # -m (the spec's default); thread.started thread_id
+    "codex": ("gpt-5.5", True),               # -m (the spec's default); thread.started thread_id
     "gemini": ("gemini-2.5-pro", True),           # stats.models keys; session_id
     "aider": ("gpt-4o", False),                   # its banner `Model: gpt-4o with diff edit format`; no session id
     "hermes": (None, True),                       # the usage file's model (none configured here); session_id

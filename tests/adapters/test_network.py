@@ -87,9 +87,12 @@ def test_gemini_usage_statistics_are_off() -> None:
     assert shipped("gemini").home_json == {".gemini/settings.json": {"privacy": {"usageStatisticsEnabled": False}}}
 
 
-def test_hermes_update_check_is_fresh() -> None:
+def test_hermes_update_check_is_fresh_for_the_version_the_spec_was_checked_against() -> None:
+    """Hermes trusts its stamp only when `ver` is its own version (hermes_cli/banner.py)."""
     state = shipped("hermes").state_home
-    assert state is not None and state.json == {".update_check": {"ts": "{now}", "behind": 0}}
+    assert state is not None and state.json == {".update_check": {"ts": "{now}", "behind": 0, "ver": "0.19.0"}}
+    fake = (Path(__file__).parents[1] / "fakes" / "bin" / "hermes").read_text()
+    assert 'VERSION = "0.19.0"' in fake
 
 
 def test_claude_code_kill_switches_reach_the_agent(repo: Path, tmp_path: Path, fake_clis: Path) -> None:
