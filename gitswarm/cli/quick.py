@@ -1,4 +1,4 @@
-"""The quick path: `status` and `show` parsed and run without typer.
+"""The quick path: `status`, `show` and `mcp` (serving) parsed and run without typer.
 
 typer and the click tree it builds cost ~45 ms at every start, a third of
 what `status` costs. The forms people type most, `status [JOB] [--all]` and
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gitswarm.cli import reads
+from gitswarm.cli import mcp_serve, reads
 from gitswarm.cli.context import Context, enter
 from gitswarm.cli.output import Output
 
@@ -46,6 +46,8 @@ def plan(args: list[str]) -> Callable[[], None] | None:
         run = lambda c: reads.status(c, job, include_all)  # noqa: E731
     elif name == "show" and len(words) == 1:
         run = lambda c: reads.show(c, words[0])  # noqa: E731
+    elif name == "mcp" and not rest:
+        run = lambda c: mcp_serve.serve(c.path)  # noqa: E731
     else:
         return None
 

@@ -1,0 +1,25 @@
+"""`gitswarm mcp` with no subcommand: serve the repository to an MCP client over stdio.
+
+No typer here: the quick path (gitswarm.cli.quick) starts the server without
+it, since a client waits for the whole start-up before its first request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitswarm.model.errors import BadInput
+from gitswarm.store import reffiles
+
+
+def serve(repo: Path) -> None:
+    """Run the server until the client closes it, or say in one line that the SDK extra is missing."""
+    if reffiles.common_dir(repo.resolve()) is None:
+        raise BadInput(f"{repo.resolve()}: not a git repository (run gitswarm mcp inside one, or with -C)")
+    try:
+        from gitswarm.pilot import server  # deferred: the SDK costs ~0.8 s to import; no other command loads it
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types", "pydantic", "anyio"):
+            raise BadInput("gitswarm mcp needs the MCP SDK: pip install 'gitswarm[mcp]'") from None
+        raise
+    server.serve(repo.resolve())

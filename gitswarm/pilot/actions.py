@@ -1,0 +1,289 @@
+"""The pilot's tools as plain functions over the engine: no MCP here.
+
+Each takes the repository directory and plain values, opens the Swarm for
+that one call (the index is shared with workers through SQLite, so every
+call sees their latest writes) and returns JSON-able data. Errors are the
+engine's own (BadInput, NotFound, WorkFailed ...), one line each; the
+server turns them into tool errors. The rules are the CLI's: jobs pulled
+from elsewhere run only once approved, side-effecting tasks need `approve`,
+and only a patch whose deciding verdict counts here and accepts it merges.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from gitswarm.engine import audit, patches
+from gitswarm.engine.check_report import with_tails
+from gitswarm.engine.merge import mergeable
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.model.records import TaskState
+from gitswarm.model.spec import parse_spec, toml_string
+from gitswarm.pilot import proposals, similar
+from gitswarm.pilot.workers import start_worker
+
+MAX_TEXT = 256 * 1024  # bytes of one instruction or spec given to a tool
+MAX_DIFF = 4 * 1024 * 1024  # bytes of a diff returned whole; past it the diff is cut and says so
+ACTIVE = frozenset(s.value for s in TaskState if not s.terminal)  # blocked, queued, running
+FINISHED = ("succeeded", "failed", "cancelled")
+Mode = Literal["merge", "squash", "rebase"]
+
+
+def _text(value: str, what: str) -> str:
+    if len(value.encode(errors="surrogatepass")) > MAX_TEXT:
+        raise BadInput(f"{what}: longer than {MAX_TEXT // 1024} KiB")
+    if "\x00" in value:
+        raise BadInput(f"{what}: holds a NUL byte")
+    return value
+
+
+def _swarm(repo: Path, create: bool = True) -> Swarm:
+    return Swarm(repo, create=create)
+
+
+# -- starting work ---------------------------------------------------------------------------------
+
+
+def submit_job(
+    repo: Path, spec: str | None = None, tasks: list[dict[str, Any]] | None = None, goal: str | None = None,
+    approve: bool = False, start: bool = True, workers: int = 2,
+) -> dict:
+    """A job from TOML text (`spec`) or from structured `tasks` (with `goal`); started unless `start` is false."""
+    if (spec is None) == (tasks is None):
+        raise BadInput("submit_job: give either spec (TOML text) or tasks")
+    text = _text(spec, "spec") if spec is not None else spec_from_tasks(goal or "", tasks or [])
+    swarm = _swarm(repo)
+    try:
+        job_id = swarm.submit_text(text, "mcp", approve=approve)
+        data: dict[str, Any] = {"id": job_id, "notices": list(swarm.notices)}
+        if start:
+            data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, job_id, workers)
+        return data
+    finally:
+        swarm.close()
+
+
+def spec_from_tasks(goal: str, tasks: list[dict[str, Any]]) -> str:
+    """Structured tasks as job-spec TOML, every value quoted by type (so none can add keys of its own);
+    the spec's own validation then applies as to any spec."""
+    if not tasks:
+        raise BadInput("tasks: give at least one task")
+    lines = [f"goal = {toml_string(_text(goal, 'goal'))}"] if goal else []
+    for n, task in enumerate(tasks):
+        if not isinstance(task, dict):
+            raise BadInput(f"tasks[{n}]: must be an object")
+        lines.append("[[tasks]]")
+        for key, value in task.items():
+            if not isinstance(key, str) or not key.replace("_", "").isalnum():
+                raise BadInput(f"tasks[{n}]: {key!r} is not a field name")
+            lines.append(f"{key} = {_toml_value(value, f'tasks[{n}].{key}')}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: object, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise BadInput(f"{where}: must be a finite number")
+        return repr(value)
+    if isinstance(value, str):
+        return toml_string(_text(value, where))
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise BadInput(f"{where}: keys must be strings")
+            items.append(f"{toml_string(key)} = {_toml_value(item, where)}")
+        return "{" + ", ".join(items) + "}"
+    raise BadInput(f"{where}: {type(value).__name__} is not a spec value")
+
+
+def delegate(
+    repo: Path, instruction: str | None = None, adapter: str | None = None, checks: list[str] | None = None,
+    base: str | None = None, confirm: str | None = None, workers: int = 1,
+) -> dict:
+    """Stage one (no `confirm`): the proposal, the work already under way that looks like it, and a
+    one-use token. Stage two (`confirm` = that token): submit exactly what was proposed and start it."""
+    swarm = _swarm(repo)
+    try:
+        if confirm is not None:
+            proposal = proposals.take(swarm.common_dir, confirm, swarm.clock())
+            job_id = swarm.submit_text(proposal.spec, "delegate")
+            return {
+                "stage": "started", "job": job_id, "task": "delegate", "notices": list(swarm.notices),
+                "worker": start_worker(_workdir(swarm), swarm.common_dir, job_id, workers),
+            }
+        if not instruction or not instruction.strip():
+            raise BadInput("delegate: give an instruction (or confirm a proposal's token)")
+        if not adapter:
+            raise BadInput(f"delegate: give an adapter (one of {', '.join(swarm.known_adapters())})")
+        _text(instruction, "instruction")
+        check_list = [_text(c, "checks") for c in checks or []]
+        pinned, _ = swarm.pin_base(base, True)
+        spec = patches.delegation_spec(instruction, adapter, check_list, pinned)
+        routed = parse_spec(spec, swarm.adapter_facts(), "delegate").tasks[0].adapter  # refused now, not at confirmation
+        proposal = proposals.propose(swarm.common_dir, spec, swarm.clock())
+        return {
+            "stage": "proposed",
+            "token": proposal.token,
+            "expires_in": round(proposal.expires - swarm.clock()),
+            "proposal": {
+                "instruction": instruction, "adapter": routed, "checks": check_list, "base": pinned,
+                "scope": sorted(similar.paths_named(instruction)),
+            },
+            "similar": similar.looks_alike(instruction, pinned, active_implement_tasks(swarm)),
+            "notices": list(swarm.notices),
+            "next": "call delegate again with confirm set to this token to start it",
+        }
+    finally:
+        swarm.close()
+
+
+def active_implement_tasks(swarm: Swarm) -> list[similar.ActiveTask]:
+    """Every implement task that is not finished, with its job's base and its instruction."""
+    found = []
+    for job in swarm.status()["jobs"]:
+        if job["status"] in FINISHED:
+            continue
+        rows = [t for t in swarm.status(job["id"])["tasks"] if t["state"] in ACTIVE]
+        if not rows:
+            continue
+        snapshot = swarm.refs.snapshot(job["id"])
+        for row in rows:
+            task = snapshot.task(row["id"])
+            if task.spec.mode == "implement":
+                found.append(similar.ActiveTask(job["id"], row["id"], row["state"], snapshot.job.base, task.spec.prompt or ""))
+    return found
+
+
+def _workdir(swarm: Swarm) -> Path:
+    return swarm.repo.workdir or swarm.common_dir
+
+
+# -- reads: stored state, no model call ------------------------------------------------------------
+
+
+def status(repo: Path, job: str | None = None, include_all: bool = False) -> dict:
+    swarm = _swarm(repo, create=False)
+    try:
+        data = swarm.status(job)
+        if job is None and not include_all:
+            data["jobs"] = [j for j in data["jobs"] if not j["audit"]]
+        return data
+    finally:
+        swarm.close()
+
+
+def show(repo: Path, job: str) -> dict:
+    swarm = _swarm(repo, create=False)
+    try:
+        return swarm.show(job)
+    finally:
+        swarm.close()
+
+
+def artifacts(repo: Path, job: str) -> dict:
+    swarm = _swarm(repo, create=False)
+    try:
+        return swarm.artifacts(job)
+    finally:
+        swarm.close()
+
+
+def artifact(repo: Path, artifact_id: str) -> dict:
+    swarm = _swarm(repo, create=False)
+    try:
+        return swarm.artifact(artifact_id)
+    finally:
+        swarm.close()
+
+
+def diff(repo: Path, patch: str, max_bytes: int = MAX_DIFF) -> dict:
+    swarm = _swarm(repo, create=False)
+    try:
+        data = patches.patch_diff(swarm, patch)
+    finally:
+        swarm.close()
+    cut = len(data) > max_bytes
+    return {"patch": patch, "diff": data[:max_bytes].decode(errors="replace"), "bytes": len(data), "truncated": cut}
+
+
+def log(repo: Path, job: str) -> dict:
+    swarm = _swarm(repo, create=False)
+    try:
+        return swarm.log(job)
+    finally:
+        swarm.close()
+
+
+# -- acting on work ----------------------------------------------------------------------------------
+
+
+def cancel(repo: Path, target: str, reason: str | None = None) -> dict:
+    swarm = _swarm(repo)
+    try:
+        return swarm.cancel(target, _text(reason, "reason") if reason else None)
+    finally:
+        swarm.close()
+
+
+def retry(repo: Path, task: str, start: bool = True, workers: int = 1) -> dict:
+    swarm = _swarm(repo)
+    try:
+        data = swarm.retry(task)
+        if start:
+            data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, data["job"], workers)
+        return data
+    finally:
+        swarm.close()
+
+
+def verify(repo: Path, patch: str) -> dict:
+    swarm = _swarm(repo)
+    try:
+        return with_tails(swarm, patches.verify_now(swarm, patch))
+    finally:
+        swarm.close()
+
+
+def merge(repo: Path, patch: str, into: str | None = None, mode: Mode = "merge") -> dict:
+    """Merge a patch whose head has a deciding, accepted verdict that counts here; else say why not.
+    Unlike `gitswarm merge` it never verifies on the way: a pilot calls `verify` for that."""
+    if mode not in ("merge", "squash", "rebase"):
+        raise BadInput("mode: one of merge, squash, rebase")
+    swarm = _swarm(repo)
+    try:
+        patch_id, found, _ = patches.find_patch(swarm, patch)
+        weighed = swarm.verdict_notes().weigh(found.head)
+        if not mergeable(weighed, patch_id):
+            raise WorkFailed(why_not_mergeable(weighed, patch_id, found.head))
+        return patches.merge(swarm, patch_id, into, mode, no_recheck=False)
+    finally:
+        swarm.close()
+
+
+def why_not_mergeable(weighed: list, patch_id: str, head: str) -> str:
+    counted = [w for w in weighed if w.counted]
+    where = f"patch {patch_id[:12]} (head {head[:12]})"
+    if not weighed:
+        return f"{where} has no verdict: call verify first; nothing merged"
+    if not counted:
+        return f"{where} has only verdicts that do not count here (unsigned, or signed by a key not allowed): call verify; nothing merged"
+    if not counted[-1].verdict.accepted:
+        return f"{where} was rejected by its deciding verdict ({counted[-1].verdict.reviewer or counted[-1].verdict.producer}); nothing merged"
+    return f"{where} has no accepted verdict of gitswarm's own checks for this patch: call verify; nothing merged"
+
+
+def review(repo: Path, target: str, accept: bool, note: str | None = None) -> dict:
+    swarm = _swarm(repo)
+    try:
+        return audit.review(swarm, target, accept, _text(note, "note") if note else None)
+    finally:
+        swarm.close()

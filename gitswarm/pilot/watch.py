@@ -1,0 +1,72 @@
+"""What `wait` watches: a job's (or one task's) states, and the cheap signal that they may have moved.
+
+Every change to a job is a new commit on its ref, so the ref's tip, read
+from the ref files (no repository opened), tells when to look again; only
+then are the states read from the index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.engine.swarm import Swarm
+from gitswarm.store import layout, reffiles
+
+FINISHED = ("succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Seen:
+    job: str
+    task: str | None
+    tip: str | None
+    status: str  # the job's
+    states: dict[str, str]  # task id -> state (only the watched task when one is named)
+
+    @property
+    def done(self) -> bool:
+        if self.task is None:
+            return self.status in FINISHED
+        return self.states.get(self.task) in ("succeeded", "failed", "cancelled", "skipped")
+
+
+def resolve(repo: Path, target: str) -> tuple[str, str | None, Path]:
+    """(job id, task id or None, git common dir) of JOB or JOB/TASK."""
+    swarm = Swarm(repo, create=False)
+    try:
+        job, task = swarm.resolve_target(target)
+        return job, task, swarm.common_dir
+    finally:
+        swarm.close()
+
+
+def tip(common_dir: Path, job: str) -> str | None:
+    """The job ref's tip from the ref files; None when they cannot be read that way (then states are read each time)."""
+    name = layout.job_ref(job)
+    found = reffiles.read_refs(common_dir, name)
+    return None if found is None else found.get(name)
+
+
+def look(repo: Path, job: str, task: str | None) -> Seen:
+    swarm = Swarm(repo, create=False)
+    try:
+        common = swarm.common_dir
+        view = swarm.status(job)
+    finally:
+        swarm.close()
+    states = {t["id"]: t["state"] for t in view["tasks"] if task is None or t["id"] == task}
+    return Seen(job, task, tip(common, job), view["status"], states)
+
+
+def changes(before: Seen, after: Seen) -> dict:
+    """What moved between two looks: the job's status and each task whose state changed."""
+    moved = {
+        task: {"from": before.states.get(task), "to": state}
+        for task, state in sorted(after.states.items())
+        if before.states.get(task) != state
+    }
+    out: dict = {"tasks": moved}
+    if before.status != after.status:
+        out["job"] = {"from": before.status, "to": after.status}
+    return out
