@@ -41,7 +41,7 @@ def diagnose(swarm: Swarm) -> dict:
             checks.append(_check(f"job {job_id}", False, str(exc)))
     checks.append(_check("records", bad == 0, f"{len(jobs) - bad} of {len(jobs)} jobs decode cleanly"))
     now = swarm.clock()
-    stale = [f"{job}/{task}" for job, task, _, _, expires in swarm.index.leases() if expires < now]
+    stale = [f"{row.job}/{row.task}" for row in swarm.index.leases() if row.expires < now]
     detail = f"{len(stale)} expired (run gitswarm recover): {', '.join(stale[:5])}" if stale else "none expired"
     checks.append(_check("leases", True, detail))
     return {"ok": all(c["ok"] for c in checks), "checks": checks}

@@ -347,7 +347,7 @@ class Ledger:
     def held(self, lease: Lease, now: float) -> bool:
         """Whether the lease is still current: a cheap read, for polling between renewals."""
         row = self.index.lease(lease.job, lease.task)
-        return row is not None and row[0] == lease.owner and row[1] == lease.token and row[2] >= now
+        return row is not None and row.owner == lease.owner and row.token == lease.token and row.expires >= now
 
     def expire(
         self, now: float, job_id: str | None = None, owner: str | None = None

@@ -454,7 +454,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def leases_match_running_tasks(self) -> None:
         tasks = {t.id: t for t in self.swarm.refs.snapshot(self.job).tasks()}
-        rows = [r for r in self.swarm.index.leases() if r[0] == self.job]
+        rows = [r for r in self.swarm.index.leases() if r.job == self.job]
         per_task = Counter(task_id for _, task_id, *_ in rows)
         assert all(n == 1 for n in per_task.values()), f"two leases on one task: {rows}"
         leased = {task_id: (owner, token, expires) for _, task_id, owner, token, expires in rows}
@@ -519,7 +519,7 @@ class LedgerMachine(RuleBasedStateMachine):
         assert sum(status["counts"].values()) == len(tasks)
         assert set(status["counts"]) <= {s.value for s in TERMINAL}
         assert status["status"] in TERMINAL_JOB
-        assert [r for r in self.swarm.index.leases() if r[0] == self.job] == []
+        assert [r for r in self.swarm.index.leases() if r.job == self.job] == []
         if all(t.state is TaskState.SUCCEEDED for t in tasks.values()):
             assert status["status"] == "succeeded"
 
