@@ -18,11 +18,6 @@ from gitswarm.cli.app import app
 from gitswarm.cli.output import error_line
 from gitswarm.model.errors import EXIT_USAGE
 
-try:  # newer typer vendors click
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older typer with click as a dependency
-    from click.exceptions import ClickException
-
 JSON_HELP = "Machine output on stdout; logs on stderr."
 
 
@@ -30,7 +25,7 @@ def run(args: list[str]) -> Any:
     """Parse and run one command; what it returns (an exit code, or None for 0)."""
     try:
         return command().main(args=args, prog_name="gitswarm", standalone_mode=False)
-    except ClickException as exc:
+    except typer.TyperException as exc:  # the usage errors of the click typer vendors derive from it
         error_line(exc.format_message())
         return EXIT_USAGE
     except typer.Abort:

@@ -5,6 +5,8 @@ from typing import Annotated
 import typer
 
 from gitswarm.cli.context import _ctx
+from gitswarm.cli.options import JobArg
+from gitswarm.engine.approval import approve as approve_job
 from gitswarm.model.errors import EXIT_FAILED
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
@@ -53,12 +55,7 @@ def sync(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
-def approve(ctx: typer.Context, job: Annotated[str, typer.Argument(help="Job id or prefix.")]) -> None:
+def approve(ctx: typer.Context, job: JobArg) -> None:
     """Allow a job pulled from another clone to run here."""
-    from gitswarm.store.trust import Trust
-
     c = _ctx(ctx)
-    swarm = c.swarm()
-    job_id = swarm.resolve_job(job)
-    Trust(swarm.repo.common_dir).approve(job_id)
-    c.output.result({"approved": job_id}, lambda d: f"approved {d['approved']}")
+    c.output.result(approve_job(c.swarm(), job), lambda d: f"approved {d['approved']}")

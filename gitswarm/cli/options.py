@@ -1,0 +1,10 @@
+"""Options more than one command module takes."""
+
+from typing import Annotated
+
+import typer
+
+# No `from __future__ import annotations`: typer reads these annotations at start-up.
+
+ApproveOption = Annotated[bool, typer.Option("--approve", help="Approve tasks that act outside the repository (browser, deploy).")]
+JobArg = Annotated[str, typer.Argument(help="Job id or prefix.")]
