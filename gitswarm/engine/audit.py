@@ -24,7 +24,8 @@ from gitswarm.model.artifacts import BlobRef, Patch, Verdict
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.spec import parse_duration
-from gitswarm.store.gitcli import git
+from gitswarm.store.diffs import binary_diff, root_diff
+from gitswarm.store.repoconfig import author_ident
 
 AUDIT = "audit"
 
@@ -48,7 +49,7 @@ def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, audi
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     parent = swarm.repo.commit_info(commit).parents
     base = parent[0] if parent else commit
-    diff = git(["diff", "--binary", base, commit], repo_dir) if parent else git(["show", "--binary", "--format=", commit], repo_dir)
+    diff = binary_diff(repo_dir, base, commit) if parent else root_diff(repo_dir, commit)
     subject = swarm.repo.commit_info(commit).message.splitlines()[0] if swarm.repo.commit_info(commit).message else commit
     now = swarm.clock()
     patch = Patch(
@@ -73,7 +74,7 @@ def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, audi
 
 def person(swarm: Swarm) -> str:
     """Who is reviewing: git's author identity, as `git var GIT_AUTHOR_IDENT` gives it."""
-    ident = git(["var", "GIT_AUTHOR_IDENT"], swarm.repo.workdir or swarm.repo.common_dir).decode().strip()
+    ident = author_ident(swarm.repo.workdir or swarm.repo.common_dir)
     return ident.rsplit(" ", 2)[0] if ident else "unknown"
 
 

@@ -22,7 +22,7 @@ from gitswarm.engine.run import run
 from gitswarm.engine.supervisor import EventSink, WorkOptions
 from gitswarm.engine.swarm import Swarm
 from gitswarm.store.git import init_repo
-from gitswarm.store.gitcli import IDENTITY, git
+from gitswarm.store.workspace import commit_everything
 from gitswarm.store.worktrees import ROOT_VARIABLE
 
 DEMO_SPEC = """\
@@ -91,8 +91,7 @@ def make_demo_repo(root: Path | None = None) -> Path:
     (adapters / "scripted.toml").write_text(
         f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
     )
-    git(["add", "-A"], path)
-    git(["commit", "-q", "-m", "A tiny project with a bug"], path, env=IDENTITY)
+    commit_everything(path, "A tiny project with a bug")
     (path / "job.toml").write_text(DEMO_SPEC.replace("{python}", shlex.quote(sys.executable)))
     return path
 

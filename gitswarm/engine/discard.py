@@ -19,8 +19,8 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Decision
 from gitswarm.model.errors import BadInput, NotFound
 from gitswarm.model.records import TERMINAL
-from gitswarm.store.gitcli import git
 from gitswarm.store.jobs import Snapshot
+from gitswarm.store.refs import branches_containing, delete_ref
 from gitswarm.store.worktrees import BRANCH_PREFIX, Worktrees, branch_name
 
 FINISHED_STATES = frozenset(state.value for state in TERMINAL)
@@ -51,7 +51,7 @@ def discard(swarm: Swarm, target: str, force: bool = False) -> dict:
     if path is not None:
         _remove_worktree(trees, path, force)
     if head is not None:
-        git(["update-ref", "-d", ref, head], trees.repo_dir)  # refused if the branch moved since it was checked
+        delete_ref(trees.repo_dir, ref, head)  # refused if the branch moved since it was checked
     decision = Decision(
         job=job,
         task=task,
@@ -73,15 +73,15 @@ def merged_into(swarm: Swarm, snapshot: Snapshot, task: str, head: str | None) -
             return artifact.title
     if head is None or head == snapshot.job.base:
         return None
-    out = git(["for-each-ref", "--contains", head, "--format=%(refname)", "refs/heads/"], swarm.repo.workdir or swarm.repo.common_dir)
-    others = [ref for ref in out.decode(errors="replace").split() if not ref.startswith(f"refs/heads/{BRANCH_PREFIX}")]
+    found = branches_containing(swarm.repo.workdir or swarm.repo.common_dir, head)
+    others = [ref for ref in found if not ref.startswith(f"refs/heads/{BRANCH_PREFIX}")]
     return f"{others[0].removeprefix('refs/heads/')} contains its head {head[:12]}" if others else None
 
 
 def _remove_worktree(trees: Worktrees, path: Path, force: bool) -> None:
     if not path.is_dir():
-        git(["worktree", "prune"], trees.repo_dir, check=False)  # deleted by hand: only git's record is left
+        trees.prune()  # deleted by hand: only git's record is left
         return
     if not force and not trees.is_clean(path):
         raise BadInput(f"{path} holds uncommitted work; commit or copy it, or pass --force to drop it")
-    git(["worktree", "remove", *(["--force", "--force"] if force else []), str(path)], trees.repo_dir)
+    trees.remove(path, force=force)

@@ -26,7 +26,7 @@ from gitswarm.engine.verify import nothing_to_check
 from gitswarm.model.errors import BadInput, InvalidTransition
 from gitswarm.model.spec import toml_string
 from gitswarm.store.locks import held
-from gitswarm.store.gitcli import git
+from gitswarm.store.repoconfig import git_path
 
 HOOKS = ("post-commit", "pre-push")
 MARKER = "# gitswarm hook shim"
@@ -38,8 +38,7 @@ SHIM_DIRS = (_PACKAGE / "shipped_hooks", _PACKAGE.parent / "hooks")
 def hooks_dir(swarm: Swarm) -> Path:
     """Where git runs hooks from here: core.hooksPath if set, else the repository's hooks/."""
     workdir = swarm.repo.workdir or swarm.repo.common_dir
-    path = Path(git(["rev-parse", "--git-path", "hooks"], workdir).decode().strip())
-    return path if path.is_absolute() else (workdir / path).resolve()
+    return git_path(workdir, "hooks")
 
 
 def _shim(name: str) -> str:

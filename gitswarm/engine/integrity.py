@@ -36,9 +36,10 @@ from pathlib import Path
 
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.model.paths import quote_path
-from gitswarm.store.gitcli import git
 from gitswarm.store.index import Index
 from gitswarm.store.layout import JOBS_PREFIX, NOTES_REF
+from gitswarm.store.refs import ref_targets
+from gitswarm.store.workspace import status_entries
 from gitswarm.store.worktrees import BRANCH_PREFIX, legacy_root
 
 Stamp = tuple[int, int, int, int]
@@ -203,28 +204,22 @@ def _tree(watch: Watch) -> dict[bytes, tuple[bytes, Stamp]]:
     workdir = watch.workdir
     if workdir is None or not workdir.is_dir():
         return {}
-    args = ["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored", "--no-renames"]
-    if watch.root.is_relative_to(workdir):
-        # A worktree root inside the user's tree holds every task's worktree: other tasks write there.
-        args += ["--", ".", f":(exclude,literal){watch.root.relative_to(workdir)}"]
-    out = git(args, workdir)
+    # A worktree root inside the user's tree holds every task's worktree: other tasks write there.
+    exclude = watch.root.relative_to(workdir) if watch.root.is_relative_to(workdir) else None
+    entries = status_entries(workdir, exclude=exclude, refresh_index=False)
     found = {}
     directory = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for entry in out.split(b"\0"):
-            if len(entry) > 3:
-                path = entry[3:]
-                found[path] = (entry[:2], _stamp(path, directory))
+        for code, path in entries:
+            found[path] = (code, _stamp(path, directory))
     finally:
         os.close(directory)
     return found
 
 
 def _refs(repo_dir: Path) -> tuple[dict[bytes, bytes], frozenset[bytes]]:
-    out = git(["for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)"], repo_dir)
     refs, jobs = {}, set()
-    for line in out.splitlines():
-        name, _, target = line.partition(b"\0")
+    for name, target in ref_targets(repo_dir).items():
         if name.startswith(JOBS_PREFIX.encode()):
             jobs.add(name[len(JOBS_PREFIX) :])
         if not (name.startswith(OWN_REF_PREFIXES) or name in OWN_REFS):

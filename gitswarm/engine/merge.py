@@ -21,9 +21,10 @@ from gitswarm.engine.verify import clean_checkout, drop_checkout, run_checks
 from gitswarm.model.artifacts import Decision, Patch
 from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
 from gitswarm.model.provenance import Weighed, accepted_by_gitswarm, deciding
+from gitswarm.store.gitrepo import GitCommandError, GitRepo
 from gitswarm.store.locks import held
-from gitswarm.store.gitcli import GitCommandError, git
-from gitswarm.store.gitrepo import GitRepo
+from gitswarm.store.workspace import move_files
+from gitswarm.store.worktrees import worktree_of_branch
 
 Mode = Literal["merge", "squash", "rebase"]
 WHO = ("gitswarm", "gitswarm@localhost")
@@ -54,12 +55,7 @@ def merge_lock(common_dir: Path) -> AbstractContextManager[None]:
 
 def target_worktree(repo_dir: Path, target: str) -> Path | None:
     """The worktree that has `target` checked out, if any."""
-    out = git(["worktree", "list", "--porcelain"], repo_dir).decode()
-    for block in out.strip().split("\n\n"):
-        fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
-        if fields.get("branch") == target:
-            return Path(fields["worktree"])
-    return None
+    return worktree_of_branch(repo_dir, target)
 
 
 def plan_merge(repo: GitRepo, patch: Patch, patch_id: str, branch_tip: str | None, target: str, mode: Mode) -> MergePlan:
@@ -108,14 +104,14 @@ def apply_merge(repo: GitRepo, repo_dir: Path, plan: MergePlan, checked_out: Pat
     """
     if checked_out is not None:
         try:
-            git(["read-tree", "-m", "-u", plan.old, plan.new], checked_out)
+            move_files(checked_out, plan.old, plan.new)
         except GitCommandError as exc:
             raise WorkFailed(f"{checked_out} cannot take the merge: {exc}; nothing merged") from None
     try:
         repo.cas_ref(plan.target, plan.new, plan.old, f"gitswarm: merge patch {plan.patch_id[:12]}")
     except RefConflict:
         if checked_out is not None:
-            git(["read-tree", "-m", "-u", plan.new, plan.old], checked_out)
+            move_files(checked_out, plan.new, plan.old)
         raise WorkFailed(f"{plan.target.removeprefix('refs/heads/')} moved while merging; nothing merged") from None
 
 

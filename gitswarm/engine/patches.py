@@ -28,9 +28,9 @@ from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.ids import check_branch_ref
 from gitswarm.model.spec import toml_string
 from gitswarm.store.checkouts import CHECKOUTS_DIR, Checkouts
-from gitswarm.store.gitcli import git
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.trust import Trust
+from gitswarm.store.workspace import has_tracked_changes
 from gitswarm.store.worktrees import Worktrees, branch_name
 
 
@@ -121,7 +121,7 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     with merge_lock(swarm.repo.common_dir):
         checked_out = target_worktree(repo_dir, target)
-        if checked_out is not None and git(["status", "--porcelain", "--untracked-files=no"], checked_out).strip():
+        if checked_out is not None and has_tracked_changes(checked_out):
             raise WorkFailed(f"{checked_out} has {target.removeprefix('refs/heads/')} checked out with uncommitted changes")
         branch_tip = swarm.repo.resolve(f"refs/heads/{branch_name(patch.job, patch.task)}")
         try:
@@ -195,7 +195,7 @@ def worktree_gc(swarm: Swarm) -> dict:
         trees.remove(Path(entry["path"]))
         removed.append({"path": entry["path"], "why": reason})
     checkouts = [path for root in sorted(_checkout_roots(trees)) for path in Checkouts(trees.repo_dir, root).clear()]
-    git(["worktree", "prune"], trees.repo_dir, check=False)
+    trees.prune()
     return {"removed": removed, "kept": kept, "checkouts": checkouts}
 
 

@@ -27,8 +27,8 @@ from gitswarm.engine.integrity import LISTED_CHANGES, Watch, describe, snapshot,
 from gitswarm.model.paths import quote_path
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.checkouts import Checkouts
-from gitswarm.store.gitcli import git
 from gitswarm.store.gitrepo import GitRepo
+from gitswarm.store.workspace import head_of, status_entries
 
 STATUS_VERBS = {b"??": "created", b"!!": "created (ignored)", b"D": "removed", b"A": "added", b"R": "renamed"}
 
@@ -64,18 +64,14 @@ class ReadOnly:
 def changed(path: Path, base: str) -> str | None:
     """What differs in a checkout of `base` from a fresh one, the first few for a message; None when nothing."""
     found = []
-    head_ref = git(["symbolic-ref", "-q", "HEAD"], path, check=False).decode().strip()
-    head = git(["rev-parse", "-q", "--verify", "HEAD"], path, check=False).decode().strip()
+    head_ref, head = head_of(path)
     if head_ref:
         found.append(f"HEAD attached to {head_ref}")
     if head != base:
         found.append(f"HEAD moved to {head[:12] or 'nothing'}")
-    out = git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored", "--no-renames"], path)
-    for entry in out.split(b"\0"):
-        if len(entry) > 3:
-            code = entry[:2]
-            verb = STATUS_VERBS.get(code) or STATUS_VERBS.get(code.strip()) or "changed"
-            found.append(f"{quote_path(entry[3:])} {verb}")
+    for code, name in status_entries(path):
+        verb = STATUS_VERBS.get(code) or STATUS_VERBS.get(code.strip()) or "changed"
+        found.append(f"{quote_path(name)} {verb}")
     if not found:
         return None
     more = f" and {len(found) - LISTED_CHANGES} more" if len(found) > LISTED_CHANGES else ""

@@ -1,7 +1,7 @@
 """Push and pull of swarm state: the job refs and the verdict notes, with any git remote.
 
-The git CLI does the transport (credentials, ssh config, atomic push);
-everything else is pygit2. A pull fetches into a shadow namespace, never
+The git CLI does the transport (store/remote.py: credentials, ssh config,
+atomic push); everything else goes through the store's GitRepo. A pull fetches into a shadow namespace, never
 into the live refs, and then moves each live job ref by compare-and-swap,
 inside the index's write lock: adopt a new job, fast-forward one that is
 behind, keep one that is ahead, merge one that diverged (store/oplog.py).
@@ -22,12 +22,12 @@ from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFa
 from gitswarm.engine.config import load_config
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.store import layout
-from gitswarm.store.gitcli import GitCommandError, git, git_run
-from gitswarm.store.gitcli import said as git_said
+from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.intake import Intake, PullLimits
 from gitswarm.store.jobs import COMMITTER
 from gitswarm.store.notes_intake import pull_notes
 from gitswarm.store.oplog import Merged, check_tip, merge_job
+from gitswarm.store.remote import GitTransport
 from gitswarm.store.trust import Trust
 
 SHADOW = "refs/gitswarm/shadow/"
@@ -57,8 +57,7 @@ class PullReport:
 def remote_key(swarm: Swarm, remote: str) -> str:
     """The name state from `remote` is kept and trusted under: the remote's name, or a
     digest of a URL or path given directly. Anything else is bad input."""
-    workdir = swarm.repo.workdir or swarm.repo.common_dir
-    names = git(["remote"], workdir).decode().split()
+    names = transport(swarm).remote_names()
     if remote in names:
         return remote
     if not remote or remote.startswith("-") or "\0" in remote:
@@ -67,6 +66,11 @@ def remote_key(swarm: Swarm, remote: str) -> str:
         known = ", ".join(names) or "none"
         raise BadInput(f"no remote named {remote!r} (remotes here: {known}) and no repository at that path")
     return "url-" + hashlib.sha256(remote.encode()).hexdigest()[:12]
+
+
+def transport(swarm: Swarm) -> GitTransport:
+    """Fetch and push for the swarm's repository (store/remote.py)."""
+    return GitTransport(swarm.repo.workdir or swarm.repo.common_dir)
 
 
 def _looks_like_url(remote: str) -> bool:
@@ -85,16 +89,8 @@ def _shadow(key: str) -> str:
 
 def fetch(swarm: Swarm, remote: str, key: str) -> None:
     prefix = _shadow(key)
-    workdir = swarm.repo.workdir or swarm.repo.common_dir
     try:
-        # No automatic gc in the middle of a pull (git would start one once gitswarm's
-        # loose objects pass gc.auto): housekeeping is left to the user's own git commands.
-        git(
-            ["-c", "gc.auto=0", "-c", "maintenance.auto=false",
-             "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote,
-             f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*"],
-            workdir,
-        )
+        transport(swarm).fetch(remote, [f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*"])
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
 
@@ -198,17 +194,14 @@ def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> N
 def push(swarm: Swarm, remote: str) -> dict:
     """Push every job ref and the notes, never forced; pull and merge when the remote moved."""
     remote_key(swarm, remote)  # an unknown remote is bad input, before anything runs
-    workdir = swarm.repo.workdir or swarm.repo.common_dir
     refspecs = [f"{layout.JOBS_PREFIX}*:{layout.JOBS_PREFIX}*"]
     pulls = []
     for attempt in range(PUSH_ATTEMPTS):
         specs = refspecs + ([f"{layout.NOTES_REF}:{layout.NOTES_REF}"] if swarm.repo.read_ref(layout.NOTES_REF) else [])
-        done = git_run(["push", "--atomic", "--porcelain", remote, *specs], workdir)
-        out = done.stdout.decode(errors="replace")
-        if done.returncode != 0:
-            rejected = [line for line in out.splitlines() if line.startswith("!")]
-            if not any(_moved(line) for line in rejected) or attempt == PUSH_ATTEMPTS - 1:
-                said = rejected[0] if rejected else (git_said(done.stderr) or "no output")
+        done = transport(swarm).push(remote, specs)
+        if not done.ok:
+            if not done.remote_moved or attempt == PUSH_ATTEMPTS - 1:
+                said = done.rejected[0] if done.rejected else (done.said or "no output")
                 raise WorkFailed(f"push to {remote} failed: {said}")
             pulled = pull(swarm, remote)  # the remote moved: merge its state, then try again
             pulls.append(pulled.view())
@@ -216,10 +209,5 @@ def push(swarm: Swarm, remote: str) -> dict:
                 named = "; ".join(f"{job}: {why}" for job, why in sorted(pulled.invalid.items()))
                 raise WorkFailed(f"push to {remote}: the remote holds state that cannot be merged ({named})")
             continue
-        pushed = [line.split("\t")[1].split(":")[0] for line in out.splitlines() if line[:1] in ("*", "+", " ")]
-        return {"remote": remote, "pushed": sorted(pushed), "attempts": attempt + 1, "pulls": pulls}
+        return {"remote": remote, "pushed": sorted(done.pushed), "attempts": attempt + 1, "pulls": pulls}
     raise WorkFailed(f"push to {remote}: the remote kept moving")
-
-
-def _moved(message: str) -> bool:
-    return "non-fast-forward" in message or "fetch first" in message or "stale info" in message

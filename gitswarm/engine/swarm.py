@@ -20,12 +20,12 @@ from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_
 from gitswarm.model.ops import subject
 from gitswarm.model.spec import AdapterFacts, parse_spec
 from gitswarm.store import layout, reffiles
-from gitswarm.store.gitcli import git
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.index import Index, index_path
 from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.ledger import Ledger
 from gitswarm.store.trust import Trust
+from gitswarm.store.workspace import has_tracked_changes
 from gitswarm.store.worktrees import check_includes
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class Swarm:
         if commit is None:
             raise BadInput(f"base: {rev or 'HEAD'} does not name a commit" + ("" if rev else " (no commits yet?)"))
         workdir = self.repo.workdir
-        if workdir is not None and git(["status", "--porcelain", "--untracked-files=no"], workdir).strip():
+        if workdir is not None and has_tracked_changes(workdir):
             self.notices.append(
                 f"uncommitted changes in {workdir} are not part of the base {commit[:12]}; commit them if the agents need them"
             )

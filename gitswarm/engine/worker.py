@@ -28,7 +28,7 @@ from gitswarm.engine.readonly import ReadOnly
 from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, LeaseLost
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
-from gitswarm.store.gitcli import GitCommandError
+from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.ledger import Lease, Ledger
 from gitswarm.store.worktrees import Worktrees

@@ -1,8 +1,10 @@
-"""The git CLI, for what it does better than libgit2 here: worktrees, status, diffs.
+"""The git CLI, for what it does better than libgit2 here: worktrees, status, diffs, transport.
 
 Commands run with a pinned environment: no terminal prompts, no pager, no
 inherited GIT_DIR/GIT_WORK_TREE, and an identity for the commits gitswarm
-makes on an agent's behalf.
+makes on an agent's behalf. Only store modules call it; each git operation
+the engine needs is a named function of one of them (docs/architecture.md,
+The git seam).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gitswarm.model.errors import GitswarmError
+from gitswarm.store.gitrepo import GitCommandError
 
 _DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX")
 IDENTITY = {
@@ -22,9 +24,7 @@ IDENTITY = {
     "GIT_COMMITTER_EMAIL": "gitswarm@localhost",
 }
 
-
-class GitCommandError(GitswarmError):
-    """A git command failed; the message carries its last line of stderr."""
+__all__ = ["IDENTITY", "GitCommandError", "git", "git_env", "git_run", "said"]
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

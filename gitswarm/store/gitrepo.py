@@ -1,14 +1,21 @@
-"""The narrow repository interface the store is written against.
+"""The narrow interfaces the store is written against: a repository's objects and refs, and a transport.
 
-Object ids cross it as hex strings, so nothing above the git layer needs
-pygit2. `store.git` holds the one implementation.
+Object ids cross them as hex strings, so nothing above the git layer needs
+pygit2. `store.git` holds the implementation of `GitRepo`, `store.remote`
+the one of `Transport` (the git CLI).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
+
+from gitswarm.model.errors import GitswarmError
+
+
+class GitCommandError(GitswarmError):
+    """A git operation of the store failed; the message names the command and what git said."""
 
 
 class CommitInfo(NamedTuple):
@@ -70,3 +77,35 @@ class GitRepo(Protocol):
 
     def head_branch(self) -> str | None:
         """The full name of the checked-out branch, or None when detached or unborn."""
+
+
+# What a push refusal says when the remote moved on (the local side must fetch and merge).
+REMOTE_MOVED = ("non-fast-forward", "fetch first", "stale info")
+
+
+class PushResult(NamedTuple):
+    ok: bool
+    pushed: tuple[str, ...]  # the local refs whose remote ref was created or moved
+    rejected: tuple[str, ...]  # one line per refused ref, as `git push --porcelain` prints it
+    said: str  # what went wrong otherwise (git's first error line), "" when nothing did
+
+    @property
+    def remote_moved(self) -> bool:
+        """Refused because the remote holds commits the pushed tips do not contain."""
+        return any(reason in line for line in self.rejected for reason in REMOTE_MOVED)
+
+
+class Transport(Protocol):
+    """Moving refs and their objects between this repository and a remote."""
+
+    def remote_names(self) -> list[str]:
+        """The remotes configured here, by name."""
+
+    def fetch(self, remote: str, refspecs: Sequence[str]) -> None:
+        """Fetch each `+src:dst` refspec (forced: the destination is overwritten whatever it held; one
+        `*` on each side at most), and delete the refs under a destination pattern that the remote
+        no longer has (prune). No tags. GitCommandError when it fails (an unknown remote, say)."""
+
+    def push(self, remote: str, refspecs: Sequence[str]) -> PushResult:
+        """Push each `src:dst` refspec, never forced, all or none (atomic): a ref that is not a
+        fast-forward of the remote's refuses the whole push and moves nothing."""

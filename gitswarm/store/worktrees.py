@@ -25,7 +25,9 @@ from gitswarm.model.artifacts import FileChange
 from gitswarm.model.errors import BadInput
 from gitswarm.model.paths import quote_path
 from gitswarm.store.checkouts import Checkouts
+from gitswarm.store.diffs import binary_diff, numstat
 from gitswarm.store.gitcli import IDENTITY, GitCommandError, git, git_run, said
+from gitswarm.store.workspace import is_clean
 
 BRANCH_PREFIX = "swarm/"
 INCLUDE_LISTING = ".gitswarm/worktree-include"
@@ -218,7 +220,7 @@ class Worktrees:
         head = git(["rev-parse", "HEAD"], path).decode().strip()
         if _staged(path):
             head = self._commit(worktree, head, message, agent)
-        diff = git(["diff", "--binary", "--full-index", worktree.base, head], path)
+        diff = binary_diff(path, worktree.base, head, full_index=True)
         return Capture(head=head, diff=diff, sha256=hashlib.sha256(diff).hexdigest(), files=numstat(path, worktree.base, head))
 
     def _commit(self, worktree: Worktree, parent: str, message: str, agent: str) -> str:
@@ -234,7 +236,8 @@ class Worktrees:
         return head
 
     def is_clean(self, path: Path) -> bool:
-        return not git(["status", "--porcelain"], path).strip()
+        """Whether the worktree at `path` holds no uncommitted work (untracked files count)."""
+        return is_clean(path)
 
     def listing(self) -> list[dict[str, str]]:
         """Every task worktree: path, branch and head (from `git worktree list --porcelain`).
@@ -258,13 +261,7 @@ class Worktrees:
     def every(self, main: bool = False) -> list[dict[str, str]]:
         """Every linked worktree of the repository (and the main working tree first, with `main`): path, branch
         (short, "" when detached) and head."""
-        out = git(["worktree", "list", "--porcelain"], self.repo_dir).decode(errors="surrogateescape")
-        found = []
-        for block in out.strip().split("\n\n")[0 if main else 1 :]:
-            fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
-            branch = fields.get("branch", "").removeprefix("refs/heads/")
-            found.append({"path": fields.get("worktree", ""), "branch": branch, "head": fields.get("HEAD", "")})
-        return found
+        return linked_worktrees(self.repo_dir, main)
 
     def find(self, job: str, task: str) -> Path | None:
         """The task's worktree: the one on its branch at a `<job>/<task>` place, else the one at
@@ -278,9 +275,33 @@ class Worktrees:
                 return path
         return None
 
-    def remove(self, path: Path) -> None:
-        """Remove a worktree; refuses (GitCommandError) if it holds changes."""
-        git(["worktree", "remove", str(path)], self.repo_dir)
+    def remove(self, path: Path, force: bool = False) -> None:
+        """Remove a worktree; refuses (GitCommandError) if it holds changes, unless `force` (they are lost)."""
+        git(["worktree", "remove", *(["--force", "--force"] if force else []), str(path)], self.repo_dir)
+
+    def prune(self) -> None:
+        """Forget the worktrees whose directory is gone (`git worktree prune`); never fails."""
+        git(["worktree", "prune"], self.repo_dir, check=False)
+
+
+def linked_worktrees(repo_dir: Path, main: bool = False) -> list[dict[str, str]]:
+    """Every linked worktree of the repository (and the main working tree first, with `main`): path, branch
+    (short, "" when detached) and head, from `git worktree list --porcelain`."""
+    out = git(["worktree", "list", "--porcelain"], repo_dir).decode(errors="surrogateescape")
+    found = []
+    for block in out.strip().split("\n\n")[0 if main else 1 :]:
+        fields = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
+        branch = fields.get("branch", "").removeprefix("refs/heads/")
+        found.append({"path": fields.get("worktree", ""), "branch": branch, "head": fields.get("HEAD", "")})
+    return found
+
+
+def worktree_of_branch(repo_dir: Path, ref: str) -> Path | None:
+    """The working tree (the main one included) that has the branch `ref` (a full name) checked out, if any."""
+    for entry in linked_worktrees(repo_dir, main=True):
+        if entry["branch"] and f"refs/heads/{entry['branch']}" == ref:
+            return Path(entry["path"])
+    return None
 
 
 def cleanup_message(message: str) -> str:
@@ -366,21 +387,3 @@ def _dangling_gitlinks(path: Path, base: str) -> str | None:
     paths = {entry.partition(b"\n")[2] for entry in declared.split(b"\0")}
     dangling = [link for link in links if link not in paths]
     return ", ".join(quote_path(link) for link in dangling[:3]) if dangling else None
-
-
-def numstat(cwd: Path, base: str, head: str) -> tuple[FileChange, ...]:
-    """Files changed base..head with added/deleted line counts (binary files count 0).
-
-    A path is text: a name that is not UTF-8 (or that git would escape) is
-    kept in git's quoted form (model/paths.py), never as a lone surrogate
-    no JSON encoder accepts.
-    """
-    out = git(["diff", "--numstat", "-z", "--no-renames", base, head], cwd)
-    changes = []
-    for record in out.split(b"\0"):
-        if not record:
-            continue
-        added, deleted, path = record.split(b"\t", 2)
-        counts = [int(count) if count != b"-" else 0 for count in (added, deleted)]
-        changes.append(FileChange(path=quote_path(path), added=counts[0], deleted=counts[1]))
-    return tuple(changes)

@@ -1,0 +1,46 @@
+"""The transport: fetch and push through the git CLI (credentials, ssh config, atomic push).
+
+`GitTransport` is the one implementation of `gitrepo.Transport`. Commands run
+with gitcli's pinned environment (no prompts, no pager, no inherited GIT_DIR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gitswarm.store.gitcli import git, git_run, said
+from gitswarm.store.gitrepo import PushResult
+
+# No automatic gc in the middle of a fetch (git would start one once gitswarm's loose
+# objects pass gc.auto): housekeeping is left to the user's own git commands.
+NO_HOUSEKEEPING = ("-c", "gc.auto=0", "-c", "maintenance.auto=false")
+# `git push --porcelain` flags of a ref that moved: fast-forwarded, forced, created.
+_MOVED_FLAGS = ("*", "+", " ")
+
+
+class GitTransport:
+    """Fetch and push for the repository whose work tree (or git dir) is `repo_dir`."""
+
+    def __init__(self, repo_dir: Path) -> None:
+        self.repo_dir = repo_dir
+
+    def remote_names(self) -> list[str]:
+        """The remotes configured here, by name (`git remote`)."""
+        return git(["remote"], self.repo_dir).decode().split()
+
+    def fetch(self, remote: str, refspecs: Sequence[str]) -> None:
+        """`git fetch --prune --no-tags` of `refspecs` from `remote`, writing no FETCH_HEAD and starting no gc;
+        GitCommandError when it fails."""
+        args = ["fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, *refspecs]
+        git([*NO_HOUSEKEEPING, *args], self.repo_dir)
+
+    def push(self, remote: str, refspecs: Sequence[str]) -> PushResult:
+        """`git push --atomic --porcelain`, never forced: all the refs move or none does."""
+        done = git_run(["push", "--atomic", "--porcelain", remote, *refspecs], self.repo_dir)
+        lines = done.stdout.decode(errors="replace").splitlines()
+        rejected = tuple(line for line in lines if line.startswith("!"))
+        if done.returncode != 0:
+            return PushResult(ok=False, pushed=(), rejected=rejected, said=said(done.stderr))
+        pushed = tuple(line.split("\t")[1].split(":")[0] for line in lines if line[:1] in _MOVED_FLAGS)
+        return PushResult(ok=True, pushed=pushed, rejected=rejected, said="")

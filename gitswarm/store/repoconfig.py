@@ -1,0 +1,20 @@
+"""What git's configuration says for a repository: where its hooks run from, who its author is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitswarm.store.gitcli import git
+
+
+def git_path(repo_dir: Path, name: str) -> Path:
+    """Where git keeps `name` for the working tree at `repo_dir` (`git rev-parse --git-path`): `hooks`
+    follows core.hooksPath, say. Always absolute."""
+    path = Path(git(["rev-parse", "--git-path", name], repo_dir).decode().strip())
+    return path if path.is_absolute() else (repo_dir / path).resolve()
+
+
+def author_ident(repo_dir: Path) -> str:
+    """Who git would write as a commit's author here (`git var GIT_AUTHOR_IDENT`):
+    `Name <email> <time> <zone>`, "" when git says nothing; GitCommandError when it has no identity."""
+    return git(["var", "GIT_AUTHOR_IDENT"], repo_dir).decode().strip()
