@@ -2,7 +2,9 @@
 
 Object ids cross them as hex strings, so nothing above the git layer needs
 pygit2. `store.git` holds the implementation of `GitRepo`, `store.remote`
-the one of `Transport` (the git CLI).
+the one of `Transport` (the git CLI). tests/store/memgit.py holds an
+in-memory fake of both, and tests/store/test_gitrepo_conformance.py runs
+one suite against each.
 """
 
 from __future__ import annotations
