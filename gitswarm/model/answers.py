@@ -9,7 +9,7 @@ malformed object) becomes one low-confidence finding, flagged as such.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
@@ -65,6 +65,16 @@ class _DecisionIn(msgspec.Struct, forbid_unknown_fields=True):
     rationale: str = ""
 
 
+class _Stamp(TypedDict):
+    """The fields every artifact of one answer shares."""
+
+    job: str
+    task: str
+    attempt: int
+    created: float
+    producer: str
+
+
 class Answer(msgspec.Struct, forbid_unknown_fields=True):
     findings: list[_FindingIn] = []
     decisions: list[_DecisionIn] = []
@@ -90,7 +100,7 @@ def answer_artifacts(
     answer: Answer | None, text: str, job: str, task: str, attempt: int, producer: str, now: float
 ) -> list[Artifact]:
     """Findings and decisions of a valid answer; else one low-confidence finding holding the prose."""
-    base = {"job": job, "task": task, "attempt": attempt, "created": now, "producer": producer}
+    base: _Stamp = {"job": job, "task": task, "attempt": attempt, "created": now, "producer": producer}
     if answer is None:
         if not text.strip():
             return []

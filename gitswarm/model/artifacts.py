@@ -8,11 +8,13 @@ the job's tree.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable
+from typing import Literal, TypeVar, assert_never
 
 import msgspec
 
 from gitswarm.model.codec import FORMAT, digest
+from gitswarm.model.errors import CorruptRecord
 
 HEX40 = 40
 HEX64 = 64
@@ -159,6 +161,29 @@ class Run(_Base, tag="run", kw_only=True, frozen=True):
 
 Artifact = Finding | Decision | Check | Patch | Verdict | Summary | Run
 KINDS = ("finding", "decision", "check", "patch", "verdict", "summary", "run")
+# One concrete kind of artifact, for the accessors that narrow the union to it.
+ArtifactT = TypeVar("ArtifactT", Finding, Decision, Check, Patch, Verdict, Summary, Run)
+
+
+def kind_of(artifact: Artifact | type[Artifact]) -> str:
+    """The kind an artifact (or artifact class) is tagged with in its encoding: "patch", "check", ..."""
+    return str(artifact.__struct_config__.tag)
+
+
+def as_kind(artifact: Artifact, kind: type[ArtifactT], where: str = "artifact") -> ArtifactT:
+    """`artifact` as the one kind its caller knows it to be (the index named its kind, say).
+
+    The narrowing point for code that was told the kind rather than matching on it:
+    a stored artifact of another kind is a corrupt record, not an AttributeError later.
+    """
+    if not isinstance(artifact, kind):
+        raise CorruptRecord(f"{where}: a {kind_of(artifact)} artifact where a {kind_of(kind)} was expected")
+    return artifact
+
+
+def of_kind(artifacts: Iterable[Artifact], kind: type[ArtifactT]) -> list[ArtifactT]:
+    """Those of `artifacts` that are of `kind`, in order, typed as that kind."""
+    return [artifact for artifact in artifacts if isinstance(artifact, kind)]
 
 
 def artifact_id(artifact: Artifact) -> str:
@@ -183,7 +208,8 @@ def describe(artifact: Artifact) -> str:
         case Run(adapter=adapter, exit_code=code, cost_usd=cost, error=error):
             spent = f", ${cost:.4f}" if cost is not None else ""
             return f"{adapter} -> exit {code}{spent}" + (f": {error}" if error else "")
-    return artifact.__class__.__name__.lower()
+        case _:
+            assert_never(artifact)
 
 
 def blob_refs(artifact: Artifact) -> list[BlobRef]:

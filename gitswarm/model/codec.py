@@ -9,8 +9,8 @@ newer `v` is refused before it can be misread.
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
-from typing import Any, TypeVar
+from functools import cache
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -39,7 +39,7 @@ def digest(record: Any) -> str:
     return hashlib.sha256(encode(record)).hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _decoder(kind: Any) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(kind)
 
@@ -51,7 +51,13 @@ def check_version(version: int, where: str) -> None:
         )
 
 
-def decode(data: bytes, kind: type[T] | Any, where: str) -> T:
+@overload
+def decode(data: bytes, kind: type[T], where: str) -> T: ...
+@overload
+def decode(data: bytes, kind: object, where: str) -> Any: ...  # a union alias: the caller names its type
+
+
+def decode(data: bytes, kind: Any, where: str) -> Any:
     """Decode a record of `kind`, refusing newer formats and corrupt bytes with a clear message."""
     try:
         version = _version_decoder.decode(data).v

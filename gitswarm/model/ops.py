@@ -7,6 +7,8 @@ both sides in one deterministic order: (clock, actor, id).
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
 from gitswarm.model.codec import FORMAT
@@ -75,6 +77,8 @@ class ArtifactsRecorded(_Op, tag="artifacts", kw_only=True, frozen=True):
 
 
 Op = JobCreated | TaskClaimed | TaskFinished | LeaseExpired | Cancelled | Retried | ArtifactsRecorded | BudgetStopped
+# One concrete kind of operation (what a function that makes one returns).
+OpT = TypeVar("OpT", JobCreated, TaskClaimed, TaskFinished, LeaseExpired, Cancelled, Retried, ArtifactsRecorded, BudgetStopped)
 
 
 def subject(op: Op) -> str:

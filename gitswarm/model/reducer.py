@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import assert_never
 
 import msgspec
 
@@ -34,7 +35,7 @@ RETRY_MAX_SECONDS = 30.0
 
 def retry_delay(attempts: int) -> float:
     """Backoff before the next attempt after `attempts` failed ones: 0.25 s, doubling, at most 30 s."""
-    return min(RETRY_BASE_SECONDS * 2 ** max(attempts - 1, 0), RETRY_MAX_SECONDS)
+    return min(RETRY_BASE_SECONDS * 2.0 ** max(attempts - 1, 0), RETRY_MAX_SECONDS)
 
 
 @dataclass
@@ -121,8 +122,8 @@ class _Apply:
         match op:
             case JobCreated(tasks=specs):
                 for spec in specs:
-                    state = TaskState.BLOCKED if spec.depends_on else TaskState.QUEUED
-                    self.put(None, Task(spec=spec, state=state, updated=op.at))
+                    initial = TaskState.BLOCKED if spec.depends_on else TaskState.QUEUED
+                    self.put(None, Task(spec=spec, state=initial, updated=op.at))
             case TaskClaimed(task=task_id, token=token, owner=owner, lease_expires=expires):
                 task = self.get(task_id)
                 if cancelled:
@@ -154,19 +155,20 @@ class _Apply:
             case LeaseExpired(task=task_id, token=token):
                 # The worker vanished; that is no reason to make the task wait.
                 self.end_attempt(self.running(task_id, token), "lease expired", True, backoff=False)
-            case Cancelled(task=None):
-                live = [t for t in map(self.get, self.task_ids()) if not t.state.terminal]
-                if not live:
-                    raise InvalidTransition("the job has already finished; nothing to cancel")
-                cancelled = True
-                for task in live:
-                    self.set(task, state=TaskState.CANCELLED, owner=None, lease_expires=None, error=op.reason)
             case Cancelled(task=task_id):
-                task = self.get(task_id)
-                if task.state.terminal:
-                    raise InvalidTransition(f"task {task_id} is already {task.state.value}")
-                done = self.set(task, state=TaskState.CANCELLED, owner=None, lease_expires=None, error=op.reason)
-                self.skip_dependents(done)
+                if task_id is None:  # the whole job
+                    live = [t for t in map(self.get, self.task_ids()) if not t.state.terminal]
+                    if not live:
+                        raise InvalidTransition("the job has already finished; nothing to cancel")
+                    cancelled = True
+                    for task in live:
+                        self.set(task, state=TaskState.CANCELLED, owner=None, lease_expires=None, error=op.reason)
+                else:
+                    task = self.get(task_id)
+                    if task.state.terminal:
+                        raise InvalidTransition(f"task {task_id} is already {task.state.value}")
+                    done = self.set(task, state=TaskState.CANCELLED, owner=None, lease_expires=None, error=op.reason)
+                    self.skip_dependents(done)
             case Retried(task=task_id):
                 task = self.get(task_id)
                 if task.state not in POISON:
@@ -193,12 +195,15 @@ class _Apply:
                 for task in map(self.get, self.task_ids()):
                     if task.state in (TaskState.QUEUED, TaskState.BLOCKED):
                         self.set(task, state=TaskState.CANCELLED, error=f"budget: {reason}")
-            case ArtifactsRecorded(task=None, artifacts=artifacts):
-                job_artifacts = job_artifacts + artifacts
             case ArtifactsRecorded(task=task_id, artifacts=artifacts):
-                task = self.get(task_id)
-                new = msgspec.structs.replace(task, artifacts=task.artifacts + artifacts)
-                self.changed[task_id] = new
+                if task_id is None:  # the job's own
+                    job_artifacts = job_artifacts + artifacts
+                else:
+                    task = self.get(task_id)
+                    new = msgspec.structs.replace(task, artifacts=task.artifacts + artifacts)
+                    self.changed[task_id] = new
+            case _:
+                assert_never(op)
         state = JobState(
             clock=max(self.state.clock, op.clock),
             ops=self.state.ops + 1,

@@ -36,7 +36,8 @@ def replay(ops: list[Op], where: str) -> Replayed:
     a finish whose claim lost (same task and token, same actor). For a clone's own
     linear history this is exactly the state its tip records."""
     ordered = sorted(ops, key=lambda op: op.order_key())
-    state, tasks, applied, skipped = JobState(), {}, 0, 0
+    state, applied, skipped = JobState(), 0, 0
+    tasks: dict[str, Task] = {}
     lost_claims: set[tuple[str, int, str]] = set()
 
     def lookup(task_id: str) -> Task:

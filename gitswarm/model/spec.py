@@ -17,9 +17,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
 from gitswarm.model.errors import BadInput, SpecError
 from gitswarm.model.ids import check_task_id
-from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
 from gitswarm.model.limits import DAY, MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
 from gitswarm.model.records import Budget, Defaults, TaskSpec
 

@@ -21,11 +21,20 @@ import msgspec
 
 from gitswarm.model.artifacts import Artifact, Check, Patch, Run, Verdict
 from gitswarm.model.capabilities import CAPABILITIES
+from gitswarm.model.codec import FORMAT
 from gitswarm.model.errors import BadInput, CorruptRecord
 from gitswarm.model.ids import ARTIFACT_ID, GENERATED_ID, TASK_ID, check_branch_ref, check_task_id
 from gitswarm.model.limits import MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
-from gitswarm.model.codec import FORMAT
-from gitswarm.model.ops import ArtifactsRecorded, BudgetStopped, Cancelled, JobCreated, LeaseExpired, Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import (
+    ArtifactsRecorded,
+    BudgetStopped,
+    Cancelled,
+    JobCreated,
+    LeaseExpired,
+    Op,
+    TaskClaimed,
+    TaskFinished,
+)
 from gitswarm.model.provenance import Seal
 from gitswarm.model.records import Job, TaskSpec
 from gitswarm.model.spec import stuck_tasks

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-STATUSES = ("complete", "incomplete", "blocked")
-INTEGRITIES = ("clean", "suspect", "violation")
-CONTRACTS = ("aligned", "unknown", "needs_revision", "invalid")
+from gitswarm.model.artifacts import Contract, Integrity, VerdictStatus
+
+STATUSES: tuple[VerdictStatus, ...] = ("complete", "incomplete", "blocked")
+INTEGRITIES: tuple[Integrity, ...] = ("clean", "suspect", "violation")
+CONTRACTS: tuple[Contract, ...] = ("aligned", "unknown", "needs_revision", "invalid")
 CLAIMS = ("status", "integrity", "contract")
+Claim = TypeVar("Claim", VerdictStatus, Integrity, Contract)
 
 
 @dataclass(frozen=True)
 class Judgement:
-    status: str = "incomplete"
-    integrity: str = "suspect"
-    contract: str = "unknown"
+    status: VerdictStatus = "incomplete"
+    integrity: Integrity = "suspect"
+    contract: Contract = "unknown"
     evidence: dict[str, str] = field(default_factory=dict)
     malformed: str | None = None
 
@@ -46,7 +50,7 @@ def from_checks(results: dict[str, bool]) -> Judgement:
     return Judgement("complete", "clean", "aligned", evidence)
 
 
-def last_json_object(text: str) -> dict | None:
+def last_json_object(text: str) -> dict[str, Any] | None:
     """The last top-level JSON object in `text` (objects nested in it do not count)."""
     decoder = json.JSONDecoder()
     found, start = None, text.find("{")
@@ -67,23 +71,37 @@ def parse_auditor(text: str) -> Judgement:
     answer = last_json_object(text)
     if answer is None:
         return Judgement(malformed="no JSON verdict in the auditor's answer")
-    values = {claim: answer.get(claim) for claim in CLAIMS}
-    allowed = {"status": STATUSES, "integrity": INTEGRITIES, "contract": CONTRACTS}
-    for claim, value in values.items():
-        if value not in allowed[claim]:
-            return Judgement(malformed=f"{claim}: {value!r} is not one of {', '.join(allowed[claim])}")
+    try:  # in the order of CLAIMS: the first bad one is named
+        status = _claim(answer, "status", STATUSES)
+        integrity = _claim(answer, "integrity", INTEGRITIES)
+        contract = _claim(answer, "contract", CONTRACTS)
+    except _Malformed as exc:
+        return Judgement(malformed=str(exc))
     evidence = answer.get("evidence")
     if not isinstance(evidence, dict) or not all(isinstance(evidence.get(c), str) and evidence[c].strip() for c in CLAIMS):
         return Judgement(malformed="evidence must back each of status, integrity and contract")
-    return Judgement(values["status"], values["integrity"], values["contract"], {c: evidence[c] for c in CLAIMS})
+    return Judgement(status, integrity, contract, {c: evidence[c] for c in CLAIMS})
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _claim(answer: dict[str, Any], claim: str, allowed: tuple[Claim, ...]) -> Claim:
+    """The answer's value of `claim`, as the one of `allowed` it equals; _Malformed if none."""
+    value = answer.get(claim)
+    for choice in allowed:
+        if choice == value:
+            return choice
+    raise _Malformed(f"{claim}: {value!r} is not one of {', '.join(allowed)}")
 
 
 def combine(checks: Judgement, auditor: Judgement) -> Judgement:
     """Both must accept; the worse of each claim wins."""
-    def worse(order: tuple[str, ...], a: str, b: str) -> str:
+    def worse(order: tuple[Claim, ...], a: Claim, b: Claim) -> Claim:
         return a if order.index(a) > order.index(b) else b
 
-    contract_order = ("aligned", "unknown", "needs_revision", "invalid")
+    contract_order: tuple[Contract, ...] = ("aligned", "unknown", "needs_revision", "invalid")
     return Judgement(
         worse(STATUSES, checks.status, auditor.status),
         worse(INTEGRITIES, checks.integrity, auditor.integrity),
