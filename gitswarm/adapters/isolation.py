@@ -76,13 +76,14 @@ def build_home(spec: AgentSpec, scratch: Path, parent: Mapping[str, str], env: d
         patch_json_file(home, entry, settings, now)
     if spec.state_home is not None:
         state = spec.state_home
+        state_source: Path | None
         if parent.get(state.env):
-            source: Path | None = Path(parent[state.env])
+            state_source = Path(parent[state.env])
         elif state.default.startswith("~/"):
-            source = real / state.default[2:] if real is not None else None
+            state_source = real / state.default[2:] if real is not None else None
         else:
-            source = Path(state.default)
-        target = _state_home(state, scratch, source)
+            state_source = Path(state.default)
+        target = _state_home(state, scratch, state_source)
         for entry, settings in state.json.items():
             patch_json_file(target, entry, settings, now)
         env[state.env] = str(target)

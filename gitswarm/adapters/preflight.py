@@ -11,6 +11,7 @@ cached per spec and executable, so workers check once.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -99,7 +100,7 @@ def _modules(spec: AgentSpec) -> list[str]:
     found: list[str] = []
     for mode in ("analyze", "implement"):
         words = [w for arg in spec.args_for(mode) or () for w in ([arg] if isinstance(arg, str) else arg)]
-        for flag, value in zip(words, words[1:]):
+        for flag, value in itertools.pairwise(words):
             if flag == "-m" and "{" not in value and value not in found:
                 found.append(value)
     return found

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from gitswarm.model.limits import DEFAULT_OUTPUT_CAP
 
@@ -116,7 +117,7 @@ def run_process(
     if stdin is not None:
         assert proc.stdin is not None
         os.set_blocking(proc.stdin.fileno(), False)
-        selector.register(proc.stdin, selectors.EVENT_WRITE, _Feed(stdin))
+        selector.register(proc.stdin, selectors.EVENT_WRITE, _Feed(proc.stdin, stdin))
     exit_fd = _watch_exit(proc.pid, selector)
     exited = False
     stopped: str | None = None
@@ -155,7 +156,7 @@ def run_process(
                 elif isinstance(key.data, _Feed):
                     if key.data.write(key.fd):
                         selector.unregister(key.fileobj)
-                        key.fileobj.close()
+                        key.data.pipe.close()
                 else:
                     chunk = os.read(key.fd, _CHUNK)
                     if chunk:
@@ -208,7 +209,8 @@ def _reading(selector: selectors.BaseSelector) -> bool:
 class _Feed:
     """Bytes for the process's stdin, written as the pipe takes them (never blocking the reads)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, pipe: IO[bytes], data: bytes) -> None:
+        self.pipe = pipe
         self.data = memoryview(data)
 
     def write(self, fd: int) -> bool:

@@ -157,8 +157,8 @@ def _get(doc: Any, path: str) -> Any:
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value.strip()
-    if isinstance(value, dict) and isinstance(value.get("message"), str):
-        return value["message"].strip()
+    if isinstance(value, dict) and isinstance(message := value.get("message"), str):
+        return message.strip()
     if isinstance(value, list):  # content blocks: [{"type": "text", "text": ...}]
         parts = [v.get("text", "") if isinstance(v, dict) else str(v) for v in value]
         return "\n".join(p for p in parts if p).strip()
@@ -198,4 +198,4 @@ def _int(value: Any) -> int | None:
         number = float(text.rstrip("km")) * multiplier
     except (ValueError, OverflowError):
         return None
-    return int(round(number)) if math.isfinite(number) else None
+    return round(number) if math.isfinite(number) else None

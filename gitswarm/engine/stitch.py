@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gitswarm.adapters.shell import tail
-from gitswarm.model.artifacts import Run, Check, Decision, Finding, Patch, Summary, Verdict
+from gitswarm.model.artifacts import Check, Decision, Finding, Patch, Run, Summary, Verdict, of_kind
 from gitswarm.model.records import TaskState
 from gitswarm.store.jobs import Snapshot
 
@@ -17,13 +17,13 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
     tasks = snapshot.tasks()
     artifacts = {a: snapshot.artifact(a) for t in tasks for a in t.artifacts}
     rows, failures, findings, decisions, patches = [], [], [], [], []
-    runs = [a for a in artifacts.values() if isinstance(a, Run)]
+    runs = of_kind(artifacts.values(), Run)
     verdicts: dict[str, Verdict] = {}
     for artifact in artifacts.values():
         if isinstance(artifact, Verdict):
             verdicts[artifact.head] = artifact
     for task in tasks:
-        checks = [artifacts[a] for a in task.artifacts if isinstance(artifacts[a], Check)]
+        checks = of_kind((artifacts[a] for a in task.artifacts), Check)
         last = checks[-1] if checks else None
         earlier = [c for c in checks[:-1] if not c.passed]
         note = task.error if task.state is not TaskState.SUCCEEDED else None

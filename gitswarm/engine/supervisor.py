@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,7 @@ class Supervisor:
         self.swarm = swarm
         self.options = options
         self.on_event = on_event
-        self.workers: dict[str, multiprocessing.Process] = {}
+        self.workers: dict[str, BaseProcess] = {}
         self.adapter_pgids: dict[str, Any] = {}  # owner -> shared int: its running adapter's group
         self.seen: dict[tuple[str, str], tuple[str, int]] = {}
         # One job: report all its tasks. The whole queue: only what changes from now on,

@@ -8,18 +8,20 @@ one tree read and a write touches only the paths that changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar, overload
 
 from gitswarm.model import codec
-from gitswarm.model.artifacts import Artifact, artifact_id, blob_refs
+from gitswarm.model.artifacts import Artifact, ArtifactT, artifact_id, as_kind, blob_refs
 from gitswarm.model.errors import CorruptRecord, NotFound
 from gitswarm.model.ids import new_id
-from gitswarm.model.ops import JobCreated, Op, title
+from gitswarm.model.ops import JobCreated, Op, OpT, title
 from gitswarm.model.records import Job, JobState, Task
 from gitswarm.model.reducer import Change, apply, apply_all
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
 
 COMMITTER = "gitswarm"
+T = TypeVar("T")
 
 
 class Snapshot:
@@ -49,7 +51,7 @@ class Snapshot:
         except CorruptRecord as exc:
             raise CorruptRecord(f"{self.where}:{path}: {exc}") from None
 
-    def _read(self, path: str, kind: type) -> object:
+    def _read(self, path: str, kind: type[T]) -> T:
         data = self._blob(path)
         if data is None:
             raise CorruptRecord(f"{self.where}:{path}: missing")
@@ -70,7 +72,7 @@ class Snapshot:
 
     def _fanned(self, prefix: str) -> list[str]:
         """Every name in the fan-out subtrees `<prefix><fan>/` of the root."""
-        names = []
+        names: list[str] = []
         for fan, fan_oid, is_tree in self.repo.tree_items(self.tree):
             if is_tree and fan.startswith(prefix):
                 names.extend(name for name, _, _ in self.repo.tree_items(fan_oid))
@@ -86,12 +88,20 @@ class Snapshot:
     def artifact_ids(self) -> list[str]:
         return self._fanned(layout.ARTIFACTS_FANS)
 
-    def artifact(self, artifact_id_: str) -> Artifact:
+    @overload
+    def artifact(self, artifact_id_: str) -> Artifact: ...
+    @overload
+    def artifact(self, artifact_id_: str, kind: type[ArtifactT]) -> ArtifactT: ...
+
+    def artifact(self, artifact_id_: str, kind: type[ArtifactT] | None = None) -> Artifact:
+        """An artifact of the job; with `kind`, as that kind (CorruptRecord if it is another)."""
         path = layout.artifact_path(artifact_id_)
         data = self._blob(path)
         if data is None:
             raise NotFound(f"job {self.job_id} has no artifact {artifact_id_}")
-        return codec.decode(data, Artifact, f"{self.where}:{path}")
+        where = f"{self.where}:{path}"
+        artifact: Artifact = codec.decode(data, Artifact, where)
+        return artifact if kind is None else as_kind(artifact, kind, where)
 
 
 def op_message(ops: Sequence[Op]) -> str:
@@ -149,7 +159,7 @@ class JobRefs:
         self._jobs[job_id] = snapshot.job
         return snapshot
 
-    def next_op(self, kind: type, snapshot: Snapshot | None, now: float, after: int = 0, **fields: object) -> Op:
+    def next_op(self, kind: type[OpT], snapshot: Snapshot | None, now: float, after: int = 0, **fields: Any) -> OpT:
         """A new operation stamped with the next Lamport clock of the job (`after` ops later)."""
         clock = (snapshot.state.clock if snapshot else 0) + 1 + after
         return kind(id=new_id(now), clock=clock, at=now, actor=self.actor, **fields)
@@ -157,7 +167,7 @@ class JobRefs:
     def create(self, op: JobCreated) -> tuple[str, Change]:
         """Write a new job's first commit and create its ref (CAS against absence)."""
         change = apply(op, JobState(), _no_tasks)
-        paths = {layout.JOB_PATH: self.repo.write_blob(codec.encode(op.job))}
+        paths: dict[str, str | None] = {layout.JOB_PATH: self.repo.write_blob(codec.encode(op.job))}
         tip = self._commit(None, None, (op,), change, paths, ())
         self.repo.cas_ref(layout.job_ref(op.job.id), tip, None, "gitswarm: create job")
         return tip, change

@@ -19,7 +19,17 @@ from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, NotFound, RefConflict
 from gitswarm.model.ids import new_id
-from gitswarm.model.ops import ArtifactsRecorded, BudgetStopped, Cancelled, JobCreated, LeaseExpired, Retried, TaskClaimed, TaskFinished
+from gitswarm.model.ops import (
+    ArtifactsRecorded,
+    BudgetStopped,
+    Cancelled,
+    JobCreated,
+    LeaseExpired,
+    Op,
+    Retried,
+    TaskClaimed,
+    TaskFinished,
+)
 from gitswarm.model.records import Job, Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.model.spec import JobSpec
@@ -29,6 +39,9 @@ from gitswarm.store.trust import Trust
 
 CAS_RETRIES = 6
 CLAIM_SPREAD = 8
+# What a transition's builder returns: the operation(s) to append and the artifacts they record.
+Built = tuple[Op | Sequence[Op], Sequence[Artifact]]
+Build = Callable[[Snapshot], Built]
 
 
 @dataclass(frozen=True)
@@ -71,7 +84,7 @@ class Ledger:
         return self.refs.snapshot(job_id, tip)
 
     def _transition(
-        self, job_id: str, build: Callable[[Snapshot], tuple[object, Sequence[Artifact]]]
+        self, job_id: str, build: Build
     ) -> tuple[Snapshot, Change]:
         """Run build→append→record inside the caller's transaction, rebuilding on a lost CAS."""
         for attempt in range(CAS_RETRIES):
@@ -222,7 +235,7 @@ class Ledger:
         _, job, task = random.choice([r for r in rows if r[0] == top])
         return job, task
 
-    def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> object:
+    def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
         return self.refs.next_op(
             TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner, lease_expires=now + ttl
         )
@@ -230,7 +243,7 @@ class Ledger:
     def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
         """Lease the task; or, when the job's budget is spent, stop the job instead (None)."""
 
-        def build(s: Snapshot) -> tuple[object, Sequence[Artifact]]:
+        def build(s: Snapshot) -> Built:
             spent = exhausted(s.job, s.state, now)
             if spent is not None:
                 return self.refs.next_op(BudgetStopped, s, now, reason=spent), ()
@@ -293,7 +306,7 @@ class Ledger:
             self._check_lease(lease, now)
             picked: list[tuple[str, str] | None] = [None]
 
-            def build(snapshot: Snapshot) -> tuple[object, Sequence[Artifact]]:
+            def build(snapshot: Snapshot) -> Built:
                 op, _ = finish(snapshot)
                 after = apply(op, snapshot.state, snapshot.task)
                 picked[0] = pick = self._pick(now, job_id, after, lease.job, exclude, skip_jobs)
@@ -324,7 +337,7 @@ class Ledger:
 
     def _finish_builder(
         self, lease: Lease, ok: bool, now: float, error: str | None, artifacts: Sequence[Artifact], retryable: bool
-    ) -> Callable[[Snapshot], tuple[object, Sequence[Artifact]]]:
+    ) -> Callable[[Snapshot], tuple[TaskFinished, Sequence[Artifact]]]:
         ids = tuple(artifact_id(a) for a in artifacts)
         runs = [a for a in artifacts if isinstance(a, Run)]
         cost = round(sum(r.cost_usd or 0.0 for r in runs), 8)
@@ -357,7 +370,7 @@ class Ledger:
         With `owner`, expire every lease that owner holds, whatever its expiry:
         for a worker known to be dead.
         """
-        expired = []
+        expired: list[tuple[str, str]] = []
         if owner is None and not self.index.db.execute("SELECT 1 FROM leases WHERE expires < ? LIMIT 1", (now,)).fetchone():
             return expired  # the common case, without taking the write lock
         with self.index.immediate() as db:
@@ -368,10 +381,12 @@ class Ledger:
             for job, task, token in rows:
                 if job_id is not None and job != job_id:
                     continue
+
+                def build(s: Snapshot, task: str = task, token: int = token) -> Built:
+                    return self.refs.next_op(LeaseExpired, s, now, task=task, token=token), ()
+
                 try:
-                    self._transition(
-                        job, lambda s, t=task, k=token: (self.refs.next_op(LeaseExpired, s, now, task=t, token=k), ())
-                    )
+                    self._transition(job, build)
                 except (LeaseLost, InvalidTransition):
                     db.execute("DELETE FROM leases WHERE job = ? AND task = ? AND token = ?", (job, task, token))
                     continue
