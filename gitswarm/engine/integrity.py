@@ -36,6 +36,7 @@ from pathlib import Path
 
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.model.paths import quote_path
+from gitswarm.store.errorlogs import repo_log_dir
 from gitswarm.store.index import Index
 from gitswarm.store.layout import JOBS_PREFIX, NOTES_REF
 from gitswarm.store.refs import ref_targets
@@ -243,7 +244,7 @@ def _files(watch: Watch) -> dict[str, Stamp]:
     paths += [p for listed in GIT_DIR_LISTED for p in _listed(common / listed) if p not in unwatched]
     if watch.workdir is not None:
         paths.append(_user_git_dir(watch.workdir, common) / "HEAD")
-    paths += _own_files(common / "gitswarm", {watch.root, legacy_root(common)})
+    paths += _own_files(common / "gitswarm", {watch.root, legacy_root(common), repo_log_dir(common)})
     paths += _listed(watch.worktree.parent) + _listed(watch.root)
     return {str(path): _stamp(path) for path in paths}
 

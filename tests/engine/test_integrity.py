@@ -20,6 +20,7 @@ from gitswarm.engine import integrity
 from gitswarm.engine.integrity import Watch
 from gitswarm.model.artifacts import Patch
 from gitswarm.model.paths import unquote_path
+from gitswarm.store.errorlogs import write_log
 from tests.conftest import cli, commit_file, git, register_scripted, rev, spec_text, swarm_refs
 from tests.engine.test_delegation import task_artifacts
 
@@ -349,3 +350,15 @@ def test_a_repack_by_gc_in_the_background_is_no_violation(project: Path) -> None
     assert integrity.changes(before, integrity.snapshot(watch, time.time())) == []
     (common / "info" / "exclude").write_text("*.py\n")
     assert [c.what for c in integrity.changes(before, integrity.snapshot(watch, time.time()))] == [f"{common / 'info' / 'exclude'} changed"]
+
+
+def test_an_error_log_written_meanwhile_is_no_violation(project: Path) -> None:
+    """Any gitswarm command that fails internally, while an agent runs, leaves its traceback in gitswarm/logs/."""
+    common = project / ".git"
+    wt = common / "gitswarm" / "worktrees" / "01aaaaaaaaaaaaaaaaaaaaaaaa" / "agent"
+    wt.mkdir(parents=True)
+    watch = Watch(project, common, wt, common / "gitswarm" / "worktrees")
+    before = integrity.snapshot(watch, time.time())
+    path = write_log("Traceback ...\n", project)
+    assert path.parent == (common / "gitswarm" / "logs").resolve()
+    assert integrity.changes(before, integrity.snapshot(watch, time.time())) == []
