@@ -19,6 +19,7 @@ from gitswarm.engine.check_report import with_tails
 from gitswarm.engine.merge import mergeable
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.model.provenance import Weighed, deciding
 from gitswarm.model.records import TaskState
 from gitswarm.model.spec import parse_spec, toml_string
 from gitswarm.pilot import proposals, similar
@@ -269,15 +270,17 @@ def merge(repo: Path, patch: str, into: str | None = None, mode: Mode = "merge")
         swarm.close()
 
 
-def why_not_mergeable(weighed: list, patch_id: str, head: str) -> str:
-    counted = [w for w in weighed if w.counted]
+def why_not_mergeable(weighed: list[Weighed], patch_id: str, head: str) -> str:
+    """Why `mergeable` said no, in the words a pilot acts on."""
     where = f"patch {patch_id[:12]} (head {head[:12]})"
+    decider = deciding(weighed)
     if not weighed:
         return f"{where} has no verdict: call verify first; nothing merged"
-    if not counted:
+    if decider is None:
         return f"{where} has only verdicts that do not count here (unsigned, or signed by a key not allowed): call verify; nothing merged"
-    if not counted[-1].verdict.accepted:
-        return f"{where} was rejected by its deciding verdict ({counted[-1].verdict.reviewer or counted[-1].verdict.producer}); nothing merged"
+    if not decider.verdict.accepted:
+        who = decider.verdict.reviewer or decider.verdict.producer
+        return f"{where} was rejected by its deciding verdict ({who}, {decider.provenance}); nothing merged"
     return f"{where} has no accepted verdict of gitswarm's own checks for this patch: call verify; nothing merged"
 
 

@@ -10,15 +10,18 @@ message (the CLI's), anything else the SDK's bare "Error executing tool"
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal, ParamSpec
 
 import anyio
+import msgspec
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from gitswarm import __version__
@@ -26,7 +29,6 @@ from gitswarm.model.errors import GitswarmError
 from gitswarm.pilot import actions, watch
 
 P = ParamSpec("P")
-R = TypeVar("R")
 
 POLL_SECONDS = 0.1  # how often `wait` reads the job's ref tip
 MAX_WAIT_SECONDS = 3600.0
@@ -43,16 +45,30 @@ whole job with `submit_job`. Then `wait` for it instead of polling, read results
 `show`/`artifacts`/`diff` (no model calls), `verify` a patch, and `merge` it once verified."""
 
 
-def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """gitswarm's own errors as tool errors with their one-line message."""
+# A tool's result: the data as structured content, and as compact JSON text for clients that
+# read only text (the spec's backward-compatible form). Built here rather than by the SDK, which
+# would render the text indented and dump the data once more through its validator: for a
+# 1,000-task status that was most of the call.
+Structured = Annotated[CallToolResult, dict[str, Any]]
+
+
+def structured(data: dict[str, Any]) -> CallToolResult:
+    text = msgspec.json.encode(data).decode()  # ~25x json.dumps on a 1,000-task status
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def tool_errors(fn: Callable[P, dict[str, Any]]) -> Callable[P, CallToolResult]:
+    """The tool's data as a structured result; gitswarm's own errors as tool errors with their one-line message."""
 
     @functools.wraps(fn)
-    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
         try:
-            return fn(*args, **kwargs)
+            return structured(fn(*args, **kwargs))
         except GitswarmError as exc:
             raise ToolError(str(exc)) from None
 
+    # The SDK reads the signature (through __wrapped__): the input schema is the tool's, the output is ours.
+    wrapped.__signature__ = inspect.signature(fn, eval_str=True).replace(return_annotation=Structured)  # type: ignore[attr-defined]
     return wrapped
 
 
@@ -135,11 +151,11 @@ def build_server(repo: Path) -> MCPServer:
         ctx: Context,
         timeout: Annotated[float, Field(gt=0, le=MAX_WAIT_SECONDS, description="Seconds to wait at most.")] = 60.0,
         until: Annotated[Literal["change", "done"], Field(description="Return at the first change, or when it is finished.")] = "change",
-    ) -> dict[str, Any]:
+    ) -> Structured:
         """Block until a job (or JOB/TASK) changes state, or is done, or `timeout` passes; progress
         notifications report each change meanwhile. Returns what changed."""
         try:
-            return await _wait(repo, target, timeout, until, ctx)
+            return structured(await _wait(repo, target, timeout, until, ctx))
         except GitswarmError as exc:
             raise ToolError(str(exc)) from None
 
