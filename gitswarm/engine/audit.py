@@ -18,8 +18,7 @@ from gitswarm.engine.check_report import check_view
 from gitswarm.engine.config import load_config
 from gitswarm.engine.patches import _store, find_patch, run_plain, worktrees_of
 from gitswarm.engine.swarm import Swarm, verdict_view
-from gitswarm.engine.verify import nothing_to_check
-from gitswarm.engine.verify import verify
+from gitswarm.engine.verify import nothing_to_check, verify
 from gitswarm.model.artifacts import BlobRef, Patch, Verdict
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec

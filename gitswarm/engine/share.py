@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gitswarm.engine.config import load_config
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFailed
-from gitswarm.engine.config import load_config
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitCommandError
