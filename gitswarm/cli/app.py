@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from gitswarm import __version__
-from gitswarm.cli import help_cmd, jobs_cmd, patch_cmd, review_cmd, share_cmd, upkeep_cmd, work_cmd
+from gitswarm.cli import help_cmd, jobs_cmd, mcp_cmd, patch_cmd, review_cmd, share_cmd, upkeep_cmd, work_cmd
 from gitswarm.cli.adapters_cmd import adapters_app
 from gitswarm.cli.context import Context, enter
 from gitswarm.cli.output import Output
@@ -88,3 +88,4 @@ app.add_typer(upkeep_cmd.index_app, name="index")
 app.add_typer(patch_cmd.worktrees_app, name="worktrees")
 app.add_typer(adapters_app, name="adapters")
 app.add_typer(review_cmd.hooks_app, name="hooks")
+app.add_typer(mcp_cmd.mcp_app, name="mcp")
