@@ -41,4 +41,5 @@ def enter(path: str) -> None:
 
 
 def _ctx(ctx: typer.Context) -> Context:
-    return ctx.find_root().obj
+    found: Context = ctx.find_root().obj  # set by the app's callback (cli/app.py)
+    return found

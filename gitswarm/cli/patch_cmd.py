@@ -1,7 +1,7 @@
 """`diff`, `verify`, `merge` and `worktrees list|gc|discard`: a delegation's patch and its worktree."""
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -53,7 +53,7 @@ def merge(
     """Merge a patch verified for its exact head; exit 1 on conflicts or failed rechecks, nothing changed."""
     if squash + rebase + merge_commit > 1:
         raise BadInput("choose one of --squash, --rebase, --merge")
-    mode = "squash" if squash else "rebase" if rebase else "merge"
+    mode: Literal["merge", "squash", "rebase"] = "squash" if squash else "rebase" if rebase else "merge"
     from gitswarm.engine import patches  # deferred: see the note at the imports
 
     c = _ctx(ctx)

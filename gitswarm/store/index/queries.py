@@ -92,7 +92,7 @@ class IndexQueries:
         return None if row is None else row[0]
 
     def task_count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM tasks").fetchone()[0]
+        return int(self.db.execute("SELECT count(*) FROM tasks").fetchone()[0])
 
     def tasks(self, job_id: str) -> list[dict]:
         """A job's tasks in spec order, as `status JOB` shows them (the columns of TASK_COLUMNS)."""
