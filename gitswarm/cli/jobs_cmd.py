@@ -9,7 +9,7 @@ import typer
 
 from gitswarm.cli import reads, render
 from gitswarm.cli.context import _ctx
-from gitswarm.cli.options import ApproveOption, JobArg
+from gitswarm.cli.options import ApproveOption, JobArg, OverlapOption
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
@@ -22,11 +22,16 @@ def init(ctx: typer.Context) -> None:
     c.output.result(data, lambda d: f"gitswarm ready: index {d['index']} ({d['jobs']} jobs)")
 
 
-def submit(ctx: typer.Context, spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")], approve: ApproveOption = False) -> None:
+def submit(
+    ctx: typer.Context,
+    spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")],
+    approve: ApproveOption = False,
+    allow_overlap: OverlapOption = False,
+) -> None:
     """Create a job from SPEC and print its id."""
     c = _ctx(ctx)
     swarm = c.swarm()
-    job_id = swarm.submit_file(spec, approve=approve)
+    job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
     for notice in swarm.notices:
         c.output.info(f"gitswarm: note: {notice}")
     c.output.result({"id": job_id}, lambda d: d["id"])

@@ -7,4 +7,7 @@ import typer
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
 ApproveOption = Annotated[bool, typer.Option("--approve", help="Approve tasks that act outside the repository (browser, deploy).")]
+OverlapOption = Annotated[
+    bool, typer.Option("--allow-overlap", help="Submit implement tasks that may run at once and touch the same files.")
+]
 JobArg = Annotated[str, typer.Argument(help="Job id or prefix.")]

@@ -8,7 +8,7 @@ import typer
 
 from gitswarm.cli import render
 from gitswarm.cli.context import _ctx
-from gitswarm.cli.options import ApproveOption
+from gitswarm.cli.options import ApproveOption, OverlapOption
 from gitswarm.cli.progress import print_markdown, progress_sink
 from gitswarm.model.errors import EXIT_FAILED, BadInput
 from gitswarm.model.limits import (
@@ -64,6 +64,7 @@ def run(
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
     approve: ApproveOption = False,
+    allow_overlap: OverlapOption = False,
 ) -> None:
     """Submit a job, work it to the end, print its summary; exit 0 iff every task succeeded."""
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
@@ -72,7 +73,7 @@ def run(
     options = _work_options(jobs, lease, output_cap)
     swarm = c.swarm()
     with progress_sink(c.output.json_mode) as sink:
-        data = run_engine.run(swarm, spec, options, sink, approve=approve)
+        data = run_engine.run(swarm, spec, options, sink, approve=approve, allow_overlap=allow_overlap)
     if c.output.json_mode:
         c.output.result(data, str)
     elif "summary" in data:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from gitswarm.engine.patches import delegation_spec
 from gitswarm.engine.run import work
+from gitswarm.engine.similar import active_implement_tasks, looks_alike
 from gitswarm.engine.supervisor import EventSink, WorkOptions
 from gitswarm.engine.swarm import Swarm
 
 
 def delegate(swarm: Swarm, instruction: str, adapter: str, checks: list[str], base: str | None, options: WorkOptions, on_event: EventSink) -> dict:
-    """One implement task as its own job, worked to the end; the job's summary view."""
+    """One implement task as its own job, worked to the end; the job's summary view. Says (a notice)
+    when unfinished work on the same base looks like the same change."""
+    pinned, _ = swarm.pin_base(base, True)
+    for alike in looks_alike(instruction, pinned, active_implement_tasks(swarm)):
+        swarm.notices.append(
+            f"task {alike['job'][:12]}/{alike['task']} ({alike['state']}) looks like the same change: {'; '.join(alike['why'])}"
+        )
     job_id = swarm.submit_text(delegation_spec(instruction, adapter, checks, base), "delegate")
     on_event({"event": "submitted", "job": job_id})
     for notice in swarm.notices:

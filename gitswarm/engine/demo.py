@@ -62,10 +62,13 @@ adapter = "scripted"
 prompt = "edit calc.py: replace a - b with a + b"
 checks = ["{python} test_calc.py"]
 
+# It waits for fix-add: two agents on one file at the same time are one coupled
+# change, which gitswarm refuses at submit (--allow-overlap to insist).
 [[tasks]]
 id = "break-add"
 mode = "implement"
 adapter = "scripted"
+depends_on = ["fix-add"]
 prompt = "edit calc.py: replace a - b with a * b"
 checks = ["{python} test_calc.py"]
 repair_rounds = 1

@@ -87,10 +87,11 @@ def skipped_jobs(swarm: Swarm, remotes: frozenset[str] = frozenset()) -> dict[st
 
 
 def run(
-    swarm: Swarm, spec: str | os.PathLike[str], options: WorkOptions, on_event: EventSink, approve: bool = False
+    swarm: Swarm, spec: str | os.PathLike[str], options: WorkOptions, on_event: EventSink, approve: bool = False,
+    allow_overlap: bool = False,
 ) -> dict:
     """Submit a job, work it to the end, return its summary view (and which adapters could not run)."""
-    job_id = swarm.submit_file(spec, approve=approve)
+    job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
     on_event({"event": "submitted", "job": job_id})
     for notice in swarm.notices:
         on_event({"event": "notice", "message": notice})

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from gitswarm.engine.audit_jobs import looks_like_audit
 from gitswarm.model import codec
 from gitswarm.model.artifacts import Check, Run, describe
-from gitswarm.model.errors import BadInput, NotFound
+from gitswarm.model.coupling import coupled_tasks, refusal
+from gitswarm.model.errors import BadInput, NotFound, SpecError
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
 from gitswarm.model.spec import AdapterFacts, parse_spec
@@ -180,8 +181,11 @@ class Swarm:
 
     # -- commands -------------------------------------------------------------------------
 
-    def submit_text(self, text: str, source: str = "spec", approve: bool = False) -> str:
+    def submit_text(self, text: str, source: str = "spec", approve: bool = False, allow_overlap: bool = False) -> str:
         spec = parse_spec(text, self.adapter_facts(), source, approve=approve)
+        coupled = [] if allow_overlap else coupled_tasks(spec.tasks)
+        if coupled:
+            raise SpecError(f"{Path(source).name}: {refusal(coupled)}")
         # Implement tasks branch from the base; agents' analyze tasks read a checkout of it (engine/readonly.py).
         # Only shell analyze tasks run in the user's tree (engine/integrity.runs_in_users_tree, not imported:
         # it would cost every command's start-up).
@@ -208,12 +212,12 @@ class Swarm:
         branch = f"refs/heads/{rev}"
         return commit, branch if self.repo.resolve(branch) == commit else None
 
-    def submit_file(self, path: str | os.PathLike[str], approve: bool = False) -> str:
+    def submit_file(self, path: str | os.PathLike[str], approve: bool = False, allow_overlap: bool = False) -> str:
         try:
             text = Path(path).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInput(f"cannot read spec {os.fspath(path)}: {getattr(exc, 'strerror', None) or exc}") from None
-        return self.submit_text(text, os.fspath(path), approve=approve)
+        return self.submit_text(text, os.fspath(path), approve=approve, allow_overlap=allow_overlap)
 
     def status(self, job: str | None = None) -> dict:
         if job is None:

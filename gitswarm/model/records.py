@@ -63,6 +63,7 @@ class TaskSpec(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None  # for agent adapters: the model to ask for
     needs: tuple[str, ...] = ()  # capabilities the adapter must have (routing)
     approved: bool = False  # side effects outside the repository were approved at submission
+    paths: tuple[str, ...] = ()  # implement mode: the files or folders (or globs) it may touch, declared
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):

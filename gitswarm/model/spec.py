@@ -61,6 +61,7 @@ class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     model: str | None = None
     needs: list[str] = []
     approve: bool = False
+    paths: Annotated[list[str], msgspec.Meta(max_length=1000)] = []
 
 
 class _RawBudget(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -162,6 +163,15 @@ def _check_cwd(cwd: str | None, where: str) -> None:
     normal = posixpath.normpath(cwd)
     if normal == ".." or normal.startswith("../"):
         raise SpecError(f"{where}: {cwd!r} leads out of the repository")
+
+
+def _check_paths(paths: list[str], where: str) -> None:
+    """Declared paths are repository-relative files, folders or globs, inside the repository."""
+    for n, path in enumerate(paths):
+        if not path.strip() or len(path) > 4096:
+            raise SpecError(f"{where}[{n}]: must be a path of 1 to 4096 characters")
+        if path.startswith("/") or ".." in path.split("/"):
+            raise SpecError(f"{where}[{n}]: {path!r} must be relative and inside the repository (no leading / or ..)")
 
 
 def _check_env(env: dict[str, str], where: str) -> None:
@@ -270,6 +280,7 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
             raise SpecError(f"{where}.auditor: unknown adapter {auditor!r}")
         timeout = defaults.timeout if task.timeout is None else parse_duration(task.timeout, f"{where}.timeout")
         _check_cwd(task.cwd, f"{where}.cwd")
+        _check_paths(task.paths, f"{where}.paths")
         _check_env(task.env, f"{where}.env")
         max_attempts = defaults.max_attempts if task.max_attempts is None else task.max_attempts
         specs.append(
@@ -293,6 +304,7 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
                 model=task.model,
                 needs=tuple(task.needs),
                 approved=bool(side_effects),
+                paths=tuple(task.paths),
             )
         )
     specs = [msgspec.structs.replace(s, dependents=tuple(dependents[s.id])) for s in specs]

@@ -20,15 +20,13 @@ from gitswarm.engine.merge import mergeable
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.provenance import Weighed, deciding
-from gitswarm.model.records import TaskState
 from gitswarm.model.spec import parse_spec, toml_string
-from gitswarm.pilot import proposals, similar
+from gitswarm.engine import similar
+from gitswarm.pilot import proposals
 from gitswarm.pilot.workers import start_worker
 
 MAX_TEXT = 256 * 1024  # bytes of one instruction or spec given to a tool
 MAX_DIFF = 4 * 1024 * 1024  # bytes of a diff returned whole; past it the diff is cut and says so
-ACTIVE = frozenset(s.value for s in TaskState if not s.terminal)  # blocked, queued, running
-FINISHED = ("succeeded", "failed", "cancelled")
 Mode = Literal["merge", "squash", "rebase"]
 
 
@@ -49,7 +47,7 @@ def _swarm(repo: Path, create: bool = True) -> Swarm:
 
 def submit_job(
     repo: Path, spec: str | None = None, tasks: list[dict[str, Any]] | None = None, goal: str | None = None,
-    approve: bool = False, start: bool = True, workers: int = 2,
+    approve: bool = False, start: bool = True, workers: int = 2, allow_overlap: bool = False,
 ) -> dict:
     """A job from TOML text (`spec`) or from structured `tasks` (with `goal`); started unless `start` is false."""
     if (spec is None) == (tasks is None):
@@ -57,7 +55,7 @@ def submit_job(
     text = _text(spec, "spec") if spec is not None else spec_from_tasks(goal or "", tasks or [])
     swarm = _swarm(repo)
     try:
-        job_id = swarm.submit_text(text, "mcp", approve=approve)
+        job_id = swarm.submit_text(text, "mcp", approve=approve, allow_overlap=allow_overlap)
         data: dict[str, Any] = {"id": job_id, "notices": list(swarm.notices)}
         if start:
             data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, job_id, workers)
@@ -139,29 +137,12 @@ def delegate(
                 "instruction": instruction, "adapter": routed, "checks": check_list, "base": pinned,
                 "scope": sorted(similar.paths_named(instruction)),
             },
-            "similar": similar.looks_alike(instruction, pinned, active_implement_tasks(swarm)),
+            "similar": similar.looks_alike(instruction, pinned, similar.active_implement_tasks(swarm)),
             "notices": list(swarm.notices),
             "next": "call delegate again with confirm set to this token to start it",
         }
     finally:
         swarm.close()
-
-
-def active_implement_tasks(swarm: Swarm) -> list[similar.ActiveTask]:
-    """Every implement task that is not finished, with its job's base and its instruction."""
-    found = []
-    for job in swarm.status()["jobs"]:
-        if job["status"] in FINISHED:
-            continue
-        rows = [t for t in swarm.status(job["id"])["tasks"] if t["state"] in ACTIVE]
-        if not rows:
-            continue
-        snapshot = swarm.refs.snapshot(job["id"])
-        for row in rows:
-            task = snapshot.task(row["id"])
-            if task.spec.mode == "implement":
-                found.append(similar.ActiveTask(job["id"], row["id"], row["state"], snapshot.job.base, task.spec.prompt or ""))
-    return found
 
 
 def _workdir(swarm: Swarm) -> Path:

@@ -88,9 +88,12 @@ def build_server(repo: Path) -> MCPServer:
         approve: Annotated[bool, Field(description="Approve tasks that act outside the repository (browser, deploy).")] = False,
         start: Annotated[bool, Field(description="Start workers for it now.")] = True,
         workers: Workers = 2,
+        allow_overlap: Annotated[
+            bool, Field(description="Submit implement tasks that may run at once and touch the same files (refused otherwise).")
+        ] = False,
     ) -> dict[str, Any]:
         """Create a job (and start workers for it); returns its id."""
-        return actions.submit_job(repo, spec, tasks, goal, approve, start, workers)
+        return actions.submit_job(repo, spec, tasks, goal, approve, start, workers, allow_overlap)
 
     @server.tool()
     @tool_errors

@@ -32,10 +32,13 @@ def by_task(repo: Path, job: str) -> dict[str, list[object]]:
         swarm.close()
 
 
-def implement(task: str, adapter: str, prompt: str, checks: list[str]) -> str:
+def implement(task: str, adapter: str, prompt: str, checks: list[str], paths: list[str]) -> str:
+    """An implement task; its declared paths are disjoint from the other's, or the job would be refused
+    as one coupled change (model/coupling.py)."""
     return (
         f'[[tasks]]\nid = "{task}"\nmode = "implement"\nadapter = "{adapter}"\n'
         f"prompt = {json.dumps(prompt)}\nchecks = {json.dumps(checks)}\nmax_attempts = 1\nrepair_rounds = 1\n"
+        f"paths = {json.dumps(paths)}\n"
     )
 
 
@@ -55,8 +58,8 @@ def test_two_parallel_tasks_never_see_each_others_edits_and_both_verify(repo: Pa
     data = run(
         repo,
         tmp_path,
-        implement("a", "scripted", "write a.txt: from a\nedit README.md: replace hello with hello a", ["test -e a.txt", "test ! -e b.txt"])
-        + implement("b", "scripted", "write b.txt: from b", ["test -e b.txt", "test ! -e a.txt"]),
+        implement("a", "scripted", "write a.txt: from a\nedit README.md: replace hello with hello a", ["test -e a.txt", "test ! -e b.txt"], ["a.txt", "README.md"])
+        + implement("b", "scripted", "write b.txt: from b", ["test -e b.txt", "test ! -e a.txt"], ["b.txt"]),
     )
     assert {t["id"]: t["state"] for t in data["tasks"]} == {"a": "succeeded", "b": "succeeded"}
     arts = by_task(repo, data["id"])
@@ -112,8 +115,8 @@ def test_tasks_that_really_overlap_still_see_only_their_own_tree(repo: Path, tmp
     data = run(
         repo,
         tmp_path,
-        implement("a", "barrier", "a b", ["grep -qx alone a.txt", "test ! -e b.txt"])
-        + implement("b", "barrier", "b a", ["grep -qx alone b.txt", "test ! -e a.txt"]),
+        implement("a", "barrier", "a b", ["grep -qx alone a.txt", "test ! -e b.txt"], ["a.txt"])
+        + implement("b", "barrier", "b a", ["grep -qx alone b.txt", "test ! -e a.txt"], ["b.txt"]),
     )
     assert {t["id"]: t["state"] for t in data["tasks"]} == {"a": "succeeded", "b": "succeeded"}
     for task, other in (("a", "b"), ("b", "a")):
