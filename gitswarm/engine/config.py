@@ -20,13 +20,18 @@
     [pull]
     max_record = 16777216                # bytes of one pulled record; a job holding a bigger one is refused
     max_pull = 1073741824                # bytes one pull may read in all; the jobs past it are refused
+
+    [notify]
+    command = ["notify-send", "gitswarm"]  # run per event, the event as JSON on stdin (a string: sh -c)
+    events = ["job_finished", "job_failed", "approval_needed", "patch_verified", "patch_rejected"]
+    timeout = "10s"                      # then the command is killed; failures go to .git/gitswarm/logs/notify.log
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -61,6 +66,16 @@ class PullConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     max_pull: Bytes = MAX_PULL  # everything one pull reads
 
 
+NotifyEvent = Literal["job_finished", "job_failed", "approval_needed", "patch_verified", "patch_rejected"]
+NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("job_finished", "job_failed", "approval_needed", "patch_verified", "patch_rejected")
+
+
+class NotifyConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    command: Annotated[str, msgspec.Meta(min_length=1)] | Annotated[list[str], msgspec.Meta(min_length=1)] | None = None
+    events: list[NotifyEvent] = msgspec.field(default_factory=lambda: list(NOTIFY_EVENTS))
+    timeout: str | float = 10.0
+
+
 class WorktreesConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     root: Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")] | None = None
 
@@ -71,6 +86,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     hooks: HooksConfig = msgspec.field(default_factory=HooksConfig)
     pull: PullConfig = msgspec.field(default_factory=PullConfig)
     worktrees: WorktreesConfig = msgspec.field(default_factory=WorktreesConfig)
+    notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
 
 
 def load_config(workdir: Path | None) -> Config:

@@ -9,6 +9,7 @@ from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import worktree_root
+from gitswarm.engine.notify import Notifier
 from gitswarm.engine.merge import (
     ConflictError,
     Mode,
@@ -93,8 +94,9 @@ def verify_now(swarm: Swarm, prefix: str) -> dict:
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     ctx = RunContext(patch.job, patch.task, patch.attempt, repo_dir, os.environ)
     result = verify(swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor)
-    swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
+    recorded = swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
     verdict = result.verdict
+    Notifier.of(swarm).verdict(verdict, recorded[-1])
     return {
         "patch": patch_id,
         "head": patch.head,

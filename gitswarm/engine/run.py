@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gitswarm.engine.adapters import preflight_cache
+from gitswarm.engine.notify import Notifier, Watch
 from gitswarm.engine.share import remote_key
 from gitswarm.engine.stitch import build_summary
 from gitswarm.engine.supervisor import FINISHED, EventSink, Supervisor, WorkOptions
@@ -56,6 +57,9 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     Adapters whose preflight fails are never leased to; if only their tasks are
     left, the run stops and says so instead of waiting.
     """
+    notifier = Notifier.of(swarm)
+    if notifier.command:
+        on_event = Watch(swarm, notifier, on_event)
     # Trust is checked again at every claim (store/ledger.py): these are only what is known now.
     swarm.ledger.trusted_remotes = remotes = frozenset(remote_key(swarm, r) for r in trust)
     untrusted = swarm.ledger.untrusted_jobs()
