@@ -32,13 +32,30 @@ _MISBEHAVE = re.compile(r"^misbehave: (?P<how>[a-z-]+)$")
 
 def task_section(prompt: str) -> str:
     """In a gitswarm prompt packet, only the worker's own task holds instructions
-    (the job's goal above it is shared by every task)."""
-    lines = prompt.splitlines()
-    start = next((n for n, line in enumerate(lines) if line.startswith("# Your task")), None)
-    if start is None:
+    (the job's goal above it is shared by every task): its `# Your task` section,
+    or a follow-up's `# Follow-up instruction` in its place, then any
+    `# Guidance from the user` sections."""
+    follow_up = _sections(prompt, "# Follow-up instruction")
+    own = follow_up if follow_up is not None else _sections(prompt, "# Your task")
+    if own is None:
         return prompt
-    end = next((n for n in range(start + 1, len(lines)) if lines[n].startswith("# ")), len(lines))
-    return "\n".join(lines[start + 1 : end])
+    guidance = _sections(prompt, "# Guidance from the user", every=True)
+    return own if guidance is None else f"{own}\n{guidance}"
+
+
+def _sections(prompt: str, heading: str, every: bool = False) -> str | None:
+    """The body of the first section whose heading starts with `heading` (with `every`, of all of them
+    joined), up to the next `# ` heading; None when there is none."""
+    lines = prompt.splitlines()
+    found: list[str] = []
+    for start, line in enumerate(lines):
+        if not line.startswith(heading):
+            continue
+        end = next((n for n in range(start + 1, len(lines)) if lines[n].startswith("# ")), len(lines))
+        found.append("\n".join(lines[start + 1 : end]))
+        if not every:
+            break
+    return "\n".join(found) if found else None
 
 
 def apply(prompt: str, root: Path) -> tuple[int, set[str]]:

@@ -18,6 +18,7 @@ from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch
 from gitswarm.adapters.pricing import PriceTable, run_cost
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.report import AgentReport, read_report
+from gitswarm.adapters.sessions import keep, restore
 from gitswarm.model.answers import ANSWER_SCHEMA, SCHEMA_TEXT, answer_artifacts, parse_answer
 from gitswarm.model.artifacts import Run
 from gitswarm.model.records import TaskSpec
@@ -50,6 +51,7 @@ class AgentAdapter:
                 "usage_file": str(scratch / USAGE_FILE),
                 "scratch": str(scratch),
                 "budget_usd": f"{ctx.budget_usd:.4f}" if ctx.budget_usd is not None else "",
+                "session": ctx.session or "",
             }
             (scratch / PROMPT_FILE).write_text(prompt)
             if task.mode == "analyze":
@@ -59,6 +61,9 @@ class AgentAdapter:
                 argv = [spec.executable] + ([prompt] if spec.prompt == "arg" else [])
             else:
                 argv = [spec.executable, *expand(template, values)]
+            if ctx.session and spec.resume is not None and task.mode == "implement":
+                restore(spec.resume, ctx.session, scratch / "home")
+                argv += expand(spec.resume.args, values)
         except BaseException:
             remove_scratch(scratch)
             raise
@@ -83,6 +88,9 @@ class AgentAdapter:
         usage_path = invocation.scratch / USAGE_FILE if invocation and invocation.scratch else None
         usage = usage_path.read_bytes() if usage_path is not None and usage_path.is_file() else None
         report = read_report(self.spec.output_for(task.mode), result.stdout, result.stderr, usage)
+        resume = self.spec.resume
+        if resume is not None and report.session and task.mode == "implement" and invocation and invocation.scratch:
+            keep(resume, report.session, invocation.scratch / "home")  # a follow-up may resume it (--resume-session)
         error = self._error(result, report)
         refused_write = error is not None and task.mode == "analyze" and bool(report.denials) and not (
             result.error or result.stopped)

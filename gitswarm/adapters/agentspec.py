@@ -24,7 +24,7 @@ from gitswarm.model.errors import BadInput
 from gitswarm.model.spec import parse_duration
 
 PLACEHOLDERS = frozenset(
-    {"prompt", "prompt_file", "workdir", "scratch", "model", "schema", "schema_file", "usage_file", "budget_usd"}
+    {"prompt", "prompt_file", "workdir", "scratch", "model", "schema", "schema_file", "usage_file", "budget_usd", "session"}
 )
 Arg = str | list[str]  # a list is an optional group: dropped when one of its placeholders is empty
 
@@ -98,6 +98,16 @@ class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     json: dict[str, dict[str, Any]] = {}  # JSON files of the state directory and the settings merged into them
 
 
+class ResumeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How the CLI resumes one of its sessions, for a follow-up that asks (`--resume-session`):
+    `args` (with `{session}`) go after the implement mode's; `keep` are the paths under the run's
+    ephemeral home where the CLI keeps its sessions, kept after an implement run that reported a
+    session (adapters/sessions.py) and put back into the home of the run that resumes it."""
+
+    args: list[Arg]
+    keep: list[str] = []
+
+
 class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     executable: str
     description: str = ""
@@ -121,6 +131,7 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     output: OutputSpec = msgspec.field(default_factory=OutputSpec)
     exit_codes: dict[str, str] = {}  # "42" = "input error": what a code means, for the error message
     approve: bool = False  # runs act outside the repository: tasks need approval
+    resume: ResumeSpec | None = None  # how to resume a session; None: it cannot be
 
     def args_for(self, mode: str) -> list[Arg] | None:
         chosen = self.implement if mode == "implement" else self.analyze
@@ -184,7 +195,7 @@ def _check(spec: AgentSpec, source: str) -> None:
         except BadInput as exc:
             fail(str(exc))
     for where, args in (("args", spec.args), ("analyze.args", spec.analyze and spec.analyze.args),
-                        ("implement.args", spec.implement and spec.implement.args)):
+                        ("implement.args", spec.implement and spec.implement.args), ("resume.args", spec.resume and spec.resume.args)):
         for arg in args or ():
             for word in [arg] if isinstance(arg, str) else arg:
                 for name in _placeholders(word, f"{where}: {word!r}", fail):
@@ -228,6 +239,9 @@ def _check(spec: AgentSpec, source: str) -> None:
         for entry in getattr(spec, key):
             if not _inside(entry):
                 fail(f"{key}: {entry!r} must be a path inside the home directory")
+    for entry in spec.resume.keep if spec.resume is not None else ():
+        if not _inside(entry):
+            fail(f"resume.keep: {entry!r} must be a path inside the home directory")
     if spec.state_home is not None:
         state = spec.state_home
         for key in ("copy", "fresh", "link", "json"):

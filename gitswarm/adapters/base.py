@@ -39,6 +39,7 @@ class RunContext:
     base_env: Mapping[str, str]
     prompt: str | None = None  # the prompt to send, when it is not the task's own (a repair round)
     budget_usd: float | None = None  # what the job may still spend, when it has a dollar budget
+    session: str | None = None  # the agent session to resume (a follow-up with --resume-session)
 
 
 @dataclass

@@ -10,7 +10,17 @@ from typing import Annotated, Optional
 import typer
 
 from gitswarm import __version__
-from gitswarm.cli import help_cmd, jobs_cmd, mcp_cmd, patch_cmd, review_cmd, share_cmd, upkeep_cmd, work_cmd
+from gitswarm.cli import (
+    guidance_cmd,
+    help_cmd,
+    jobs_cmd,
+    mcp_cmd,
+    patch_cmd,
+    review_cmd,
+    share_cmd,
+    upkeep_cmd,
+    work_cmd,
+)
 from gitswarm.cli.adapters_cmd import adapters_app
 from gitswarm.cli.context import Context, enter
 from gitswarm.cli.output import Output
@@ -68,6 +78,8 @@ COMMANDS = (
     jobs_cmd.retry,
     jobs_cmd.recover,
     work_cmd.delegate,
+    guidance_cmd.follow_up,
+    guidance_cmd.steer,
     patch_cmd.diff,
     patch_cmd.verify,
     patch_cmd.merge,

@@ -23,9 +23,10 @@ from gitswarm.engine.integrity import Watch, describe, snapshot, violations
 from gitswarm.engine.verify import verify
 from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
 from gitswarm.model.errors import GitswarmError
+from gitswarm.model.guidance import FollowUp
 from gitswarm.model.records import TaskSpec
-from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.checkouts import Checkouts
+from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.worktrees import Worktree, Worktrees, WorktreeViolation
 
 REPAIR_TAIL_LINES = 40
@@ -39,16 +40,26 @@ class Delegation:
     store: BlobWriter
     now: Callable[[], float]
     auditor: Adapter | None = None
+    guidance: Callable[[int], str] | None = None  # the steering section delivered at repair round N (engine/steering.py)
 
     def run(
-        self, adapter: Adapter, ctx: RunContext, base: str, spec: TaskSpec, run: Runner, lost: Callable[[], bool]
+        self,
+        adapter: Adapter,
+        ctx: RunContext,
+        base: str,
+        spec: TaskSpec,
+        run: Runner,
+        lost: Callable[[], bool],
+        follow_up: FollowUp | None = None,
     ) -> Outcome:
-        worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True)
+        """One attempt; a follow-up's starts from the head it continues (its patch is still taken from `base`)."""
+        start = follow_up.head if follow_up is not None else None
+        worktree = self.worktrees.prepare(ctx.job, ctx.task, base, reset=True, start=start)
         # The clean checkout for the checks is made while the agent runs, not after it.
         stocker = _Stocker(self.worktrees.checkouts, base) if spec.checks or self.auditor is not None else None
         # Waited for when the attempt ends, not when it is interrupted (Ctrl-C, SIGTERM): the thread is a daemon,
         # and a checkout it left half made is made again at its next use (store/checkouts.py).
-        outcome = self._attempt(adapter, ctx, base, spec, run, lost, worktree, stocker)
+        outcome = self._attempt(adapter, ctx, base, spec, run, lost, worktree, stocker, follow_up)
         if stocker is not None:
             stocker.wait()
         return outcome
@@ -63,6 +74,7 @@ class Delegation:
         lost: Callable[[], bool],
         worktree: Worktree,
         stocker: _Stocker | None,
+        follow_up: FollowUp | None,
     ) -> Outcome:
         repo_dir = self.repo.workdir or self.repo.common_dir
         included = self.worktrees.copy_includes(worktree, repo_dir)
@@ -75,6 +87,10 @@ class Delegation:
         artifacts: list[Artifact] = []
         watch = Watch(self.repo.workdir, self.repo.common_dir, worktree.path, self.worktrees.root)
         for round_ in range(spec.repair_rounds + 1):
+            steer = self.guidance(round_) if round_ and self.guidance is not None else ""
+            if steer:  # delivered to this round, and kept in the instruction of the attempt's later ones
+                instruction = (instruction or "") + steer
+                ctx = dataclasses.replace(ctx, prompt=(ctx.prompt or "") + steer)
             before = snapshot(watch, self.now())
             said = execute(adapter, spec, ctx, run, self.store, self.now)
             if lost():
@@ -88,7 +104,7 @@ class Delegation:
                 # The agent said it failed (an error result, a refused edit): what it
                 # left in the worktree is not work to verify.
                 return Outcome(ok=False, error=said.error, artifacts=artifacts)
-            message = commit_message(spec, ctx, round_, adapter.name)
+            message = commit_message(spec, ctx, round_, adapter.name, follow_up)
             try:
                 captured = self.worktrees.capture(worktree, message, leave_out=included, agent=adapter.name)
             except WorktreeViolation as exc:
@@ -159,16 +175,19 @@ class _Stocker:
         self.thread.join()
 
 
-def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str) -> str:
+def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, follow_up: FollowUp | None = None) -> str:
     """The message of the commit gitswarm makes of an agent's work.
 
-    The subject is the instruction's first line (a repair round says which);
-    the body the whole instruction when it is longer, a line naming the task,
-    and the trailers `Gitswarm-Job`, `Gitswarm-Task`, `Gitswarm-Attempt` and
-    `Gitswarm-Round`. The patch and verdict ids cannot be in it: the patch
-    (whose id hashes its head) and its verdict are made from this commit.
+    The subject is the instruction's first line (a repair round says which;
+    a follow-up's instruction is its own); the body the whole instruction
+    when it is longer, a line naming the task, and the trailers
+    `Gitswarm-Job`, `Gitswarm-Task`, `Gitswarm-Attempt`, `Gitswarm-Round`
+    and, for a follow-up, `Gitswarm-Follow-Up` (its op id). The patch and
+    verdict ids cannot be in it: the patch (whose id hashes its head) and
+    its verdict are made from this commit.
     """
-    instruction = (spec.prompt or _command_text(spec.command)).strip()
+    given = follow_up.instruction if follow_up is not None else spec.prompt
+    instruction = (given or _command_text(spec.command)).strip()
     first = next((line.strip() for line in instruction.splitlines() if line.strip()), "")
     suffix = f" (repair round {round_})" if round_ else ""
     room = SUBJECT_CHARS - len(suffix)
@@ -176,10 +195,14 @@ def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str) -> 
     paragraphs = [subject + suffix]
     if instruction != first:
         paragraphs.append(instruction)
-    paragraphs.append(f"Made by {agent} through gitswarm: task {ctx.task} of job {ctx.job}, attempt {ctx.attempt}, round {round_}.")
+    continued = f", following up on {follow_up.head[:12]}" if follow_up is not None and follow_up.head else ""
     paragraphs.append(
-        f"Gitswarm-Job: {ctx.job}\nGitswarm-Task: {ctx.task}\nGitswarm-Attempt: {ctx.attempt}\nGitswarm-Round: {round_}"
+        f"Made by {agent} through gitswarm: task {ctx.task} of job {ctx.job}, attempt {ctx.attempt}, round {round_}{continued}."
     )
+    trailers = f"Gitswarm-Job: {ctx.job}\nGitswarm-Task: {ctx.task}\nGitswarm-Attempt: {ctx.attempt}\nGitswarm-Round: {round_}"
+    if follow_up is not None:
+        trailers += f"\nGitswarm-Follow-Up: {follow_up.op}"
+    paragraphs.append(trailers)
     return "\n\n".join(paragraphs) + "\n"
 
 

@@ -21,15 +21,19 @@ from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
 from gitswarm.engine.config import worktree_root
+from gitswarm.engine.continuation import continuation
 from gitswarm.engine.delegation import Delegation
 from gitswarm.engine.integrity import runs_in_users_tree
 from gitswarm.engine.packet import build_packet
 from gitswarm.engine.readonly import ReadOnly
+from gitswarm.engine.steering import deliver
 from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, LeaseLost
+from gitswarm.model.guidance import FollowUp
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
+from gitswarm.store.jobs import Snapshot
 from gitswarm.store.ledger import Lease, Ledger
 from gitswarm.store.worktrees import Worktrees
 
@@ -145,8 +149,13 @@ class Worker:
             if spec.mode == "implement":
                 if lease.base is None:
                     raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
-                delegation = Delegation(self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor)
-                outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost is not None)
+                delegation = Delegation(
+                    self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor, lambda n: self._steer(lease, n)
+                )
+                follow = self._follow_up(lease)
+                if follow is not None and follow.resume_session:
+                    ctx = dataclasses.replace(ctx, session=follow.session)
+                outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost is not None, follow)
             elif runs_in_users_tree(spec.mode, spec.adapter):
                 outcome = execute(adapter, spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
             else:
@@ -172,7 +181,21 @@ class Worker:
         budget = snapshot.job.budget
         left = None if budget is None or budget.max_usd is None else max(budget.max_usd - snapshot.state.spent_usd, 0.0)
         packet = build_packet(snapshot, lease.spec, self.ledger.refs.repo.read_blob)
-        return dataclasses.replace(ctx, prompt=packet, budget_usd=left)
+        # A follow-up's continuation and the steering delivered to this attempt come last: they are its newest word.
+        task = snapshot.task(lease.task)
+        sections = continuation(snapshot, task, self.ledger.refs.repo.read_blob) + deliver(self.ledger, lease, snapshot, 0, self.clock())
+        return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left)
+
+    def _snapshot_of(self, lease: Lease) -> Snapshot:
+        return self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
+
+    def _follow_up(self, lease: Lease) -> FollowUp | None:
+        """The follow-up the leased attempt carries out, if any (it stays in the task record until the next one)."""
+        return None if lease.spec.adapter == "shell" else self._snapshot_of(lease).task(lease.task).follow_up
+
+    def _steer(self, lease: Lease, round_: int) -> str:
+        """The steering delivered to repair round `round_` of the leased attempt ("" when none waits)."""
+        return deliver(self.ledger, lease, self._snapshot_of(lease), round_, self.clock())
 
     def _runner(self, heartbeat: _Heartbeat) -> Callable[[Invocation], ProcessResult]:
         def run(invocation: Invocation) -> ProcessResult:

@@ -76,9 +76,43 @@ class ArtifactsRecorded(_Op, tag="artifacts", kw_only=True, frozen=True):
     artifacts: tuple[str, ...]
 
 
-Op = JobCreated | TaskClaimed | TaskFinished | LeaseExpired | Cancelled | Retried | ArtifactsRecorded | BudgetStopped
+class FollowedUp(_Op, tag="followed_up", kw_only=True, frozen=True):
+    """A finished implement task continued: requeued to carry out `instruction` from `head`."""
+
+    task: str
+    instruction: str
+    patch: str | None = None  # the patch it continues (None: the task left none)
+    head: str | None = None  # that patch's head commit, where the next attempt starts
+    resume_session: bool = False  # resume the agent's own session (adapters that can)
+    session: str | None = None  # the session to resume: the one that made the patch
+
+
+class Steered(_Op, tag="steered", kw_only=True, frozen=True):
+    """Guidance for a task's next attempt or repair round (`task` None: the next task of the job to start)."""
+
+    task: str | None = None
+    text: str
+
+
+class SteeringDelivered(_Op, tag="steering_delivered", kw_only=True, frozen=True):
+    """Steers (by their `steered` op ids) put into the prompt of one attempt's round of a running task."""
+
+    task: str
+    token: int
+    attempt: int
+    round: int
+    steers: tuple[str, ...]
+
+
+Op = (
+    JobCreated | TaskClaimed | TaskFinished | LeaseExpired | Cancelled | Retried | ArtifactsRecorded | BudgetStopped
+    | FollowedUp | Steered | SteeringDelivered
+)
 # One concrete kind of operation (what a function that makes one returns).
-OpT = TypeVar("OpT", JobCreated, TaskClaimed, TaskFinished, LeaseExpired, Cancelled, Retried, ArtifactsRecorded, BudgetStopped)
+OpT = TypeVar(
+    "OpT", JobCreated, TaskClaimed, TaskFinished, LeaseExpired, Cancelled, Retried, ArtifactsRecorded, BudgetStopped,
+    FollowedUp, Steered, SteeringDelivered,
+)
 
 
 def subject(op: Op) -> str:

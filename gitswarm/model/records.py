@@ -12,6 +12,7 @@ import enum
 import msgspec
 
 from gitswarm.model.codec import FORMAT
+from gitswarm.model.guidance import FollowUp, Guidance
 
 
 class TaskState(enum.StrEnum):
@@ -86,6 +87,8 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
     artifacts: tuple[str, ...] = ()
     not_before: float = 0.0  # a retried attempt waits (backoff) until then
     updated: float = 0.0
+    follow_up: FollowUp | None = None  # the follow-up its attempts carry out (since the last one)
+    steering: tuple[Guidance, ...] = ()  # steers waiting for its next attempt or repair round
 
     @property
     def id(self) -> str:
@@ -131,6 +134,7 @@ class JobState(msgspec.Struct, frozen=True, kw_only=True):
     spent_usd: float = 0.0  # what finished runs reported (or were priced at)
     tokens: int = 0  # input + output tokens of finished runs
     stopped: str | None = None  # the budget that stopped the job, and why
+    steering: tuple[Guidance, ...] = ()  # job-wide steers waiting for the next task to start
 
     def status(self) -> str:
         """The job's overall status, derived from the task counts."""

@@ -15,20 +15,26 @@ from typing import assert_never
 import msgspec
 
 from gitswarm.model.errors import InvalidTransition, LeaseLost
+from gitswarm.model.guidance import FollowUp, Guidance
 from gitswarm.model.ops import (
     ArtifactsRecorded,
     BudgetStopped,
     Cancelled,
+    FollowedUp,
     JobCreated,
     LeaseExpired,
     Op,
     Retried,
+    Steered,
+    SteeringDelivered,
     TaskClaimed,
     TaskFinished,
 )
 from gitswarm.model.records import POISON, JobState, Task, TaskState
 
 TaskLookup = Callable[[str], Task]
+#: The states a follow-up continues an implement task from.
+FOLLOWABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 RETRY_BASE_SECONDS = 0.25
 RETRY_MAX_SECONDS = 30.0
 
@@ -98,6 +104,24 @@ class _Apply:
             self.set(dependent, state=TaskState.BLOCKED, skipped_because=None, attempts=0, error=None)
             pending.extend(dependent.spec.dependents)
 
+    def requeue(self, task: Task, **fields: object) -> None:
+        """A finished task queued again (blocked while a dependency is unfinished), attempts anew; refused while a
+        dependency cannot succeed. Dependents skipped only because of it are revived."""
+        for dep in task.spec.depends_on:
+            if self.get(dep).state in POISON:
+                raise InvalidTransition(f"task {task.id} depends on {dep}, which is {self.get(dep).state.value}; retry {dep}")
+        ready = all(self.get(d).state is TaskState.SUCCEEDED for d in task.spec.depends_on)
+        revived = self.set(
+            task,
+            state=TaskState.QUEUED if ready else TaskState.BLOCKED,
+            attempts=0,
+            not_before=0.0,
+            error=None,
+            skipped_because=None,
+            **fields,
+        )
+        self.revive_dependents(revived)
+
     def running(self, task_id: str, token: int) -> Task:
         task = self.get(task_id)
         if task.state is not TaskState.RUNNING or task.claims != token:
@@ -119,6 +143,7 @@ class _Apply:
         cancelled = self.state.cancelled
         job_artifacts = self.state.artifacts
         claims, spent_usd, tokens, stopped = self.state.claims, self.state.spent_usd, self.state.tokens, self.state.stopped
+        steering = self.state.steering
         match op:
             case JobCreated(tasks=specs):
                 for spec in specs:
@@ -173,21 +198,38 @@ class _Apply:
                 task = self.get(task_id)
                 if task.state not in POISON:
                     raise InvalidTransition(f"task {task_id} is {task.state.value}; only failed, cancelled or skipped tasks can be retried")
-                for dep in task.spec.depends_on:
-                    if self.get(dep).state in POISON:
-                        raise InvalidTransition(f"task {task_id} depends on {dep}, which is {self.get(dep).state.value}; retry {dep}")
-                ready = all(self.get(d).state is TaskState.SUCCEEDED for d in task.spec.depends_on)
+                self.requeue(task)
                 cancelled = False
                 stopped = None  # the budget is checked again at the next claim
-                revived = self.set(
-                    task,
-                    state=TaskState.QUEUED if ready else TaskState.BLOCKED,
-                    attempts=0,
-                    not_before=0.0,
-                    error=None,
-                    skipped_because=None,
+            case FollowedUp(task=task_id):
+                task = self.get(task_id)
+                if task.spec.mode != "implement":
+                    raise InvalidTransition(f"task {task_id} is an {task.spec.mode} task; only implement tasks are followed up")
+                if task.state not in FOLLOWABLE:
+                    raise InvalidTransition(f"task {task_id} is {task.state.value}; only a succeeded, failed or cancelled task is followed up")
+                follow_up = FollowUp(
+                    op=op.id, instruction=op.instruction, patch=op.patch, head=op.head,
+                    resume_session=op.resume_session, session=op.session, at=op.at,
                 )
-                self.revive_dependents(revived)
+                self.requeue(task, follow_up=follow_up)
+                cancelled = False
+                stopped = None
+            case Steered(task=task_id, text=text):
+                guidance = Guidance(op=op.id, text=text, at=op.at)
+                if task_id is None:  # the next task of the job to start
+                    steering = (*steering, guidance)
+                else:
+                    task = self.get(task_id)
+                    self.set(task, steering=(*task.steering, guidance))
+            case SteeringDelivered(task=task_id, token=token, attempt=attempt, steers=steers):
+                task = self.running(task_id, token)
+                pending = {g.op for g in task.steering} | {g.op for g in steering}
+                if attempt != task.attempts:
+                    raise InvalidTransition(f"task {task_id} is in attempt {task.attempts}, not {attempt}")
+                if not steers or len(set(steers)) != len(steers) or not pending.issuperset(steers):
+                    raise InvalidTransition(f"task {task_id}: the steers delivered are not all pending")
+                self.set(task, steering=tuple(g for g in task.steering if g.op not in steers))
+                steering = tuple(g for g in steering if g.op not in steers)
             case BudgetStopped(reason=reason):
                 if stopped:
                     raise InvalidTransition(f"the job was already stopped ({stopped})")
@@ -215,6 +257,7 @@ class _Apply:
             spent_usd=round(spent_usd, 8),
             tokens=tokens,
             stopped=stopped,
+            steering=steering,
         )
         return Change(state=state, tasks=self.changed)
 

@@ -23,15 +23,19 @@ from gitswarm.model.artifacts import Artifact, Check, Patch, Run, Verdict
 from gitswarm.model.capabilities import CAPABILITIES
 from gitswarm.model.codec import FORMAT
 from gitswarm.model.errors import BadInput, CorruptRecord
+from gitswarm.model.guidance import MAX_GUIDANCE_CHARS
 from gitswarm.model.ids import ARTIFACT_ID, GENERATED_ID, TASK_ID, check_branch_ref, check_task_id
 from gitswarm.model.limits import MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
 from gitswarm.model.ops import (
     ArtifactsRecorded,
     BudgetStopped,
     Cancelled,
+    FollowedUp,
     JobCreated,
     LeaseExpired,
     Op,
+    Steered,
+    SteeringDelivered,
     TaskClaimed,
     TaskFinished,
 )
@@ -52,6 +56,8 @@ _HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SIGNER = re.compile(r"[^\x00-\x20\x7f,]{1,255}")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # an agent CLI's session id: it becomes an argument
+MAX_ROUNDS = 5  # repair rounds of an attempt (TaskSpec.repair_rounds)
 _GOOD_TASK_IDS: set[str] = set()  # task ids that passed: every op of a job names the same few
 
 
@@ -140,8 +146,10 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
     if task is not None:
         _task_id(task, f"{where}.task")
         _need(task_ids is None or task in task_ids, where, f"names task {task!r}, which the job does not have")
-    if isinstance(op, (TaskClaimed, TaskFinished, LeaseExpired)):
+    if isinstance(op, (TaskClaimed, TaskFinished, LeaseExpired, SteeringDelivered)):
         _need(1 <= op.token <= MAX_INT, where, f"token {op.token} out of range")
+    if isinstance(op, (FollowedUp, Steered, SteeringDelivered)):
+        _check_guidance(op, where)
     if isinstance(op, TaskClaimed):
         _name(op.owner, f"{where}.owner", _OWNER)
         _time(op.lease_expires, f"{where}.lease_expires")
@@ -154,6 +162,27 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
         _need(len(op.artifacts) <= MAX_ITEMS, where, "too many artifacts")
         for artifact in op.artifacts:
             _need(ARTIFACT_ID.fullmatch(artifact) is not None, where, f"invalid artifact id {artifact!r}")
+
+
+def _check_guidance(op: FollowedUp | Steered | SteeringDelivered, where: str) -> None:
+    """The fields of a follow-up, a steer or a delivery of steers (model/guidance.py)."""
+    if isinstance(op, FollowedUp):
+        _guidance_text(op.instruction, f"{where}.instruction")
+        _need(op.patch is None or ARTIFACT_ID.fullmatch(op.patch) is not None, f"{where}.patch", "not an artifact id")
+        _need(op.head is None or _HEX.fullmatch(op.head) is not None, f"{where}.head", "not a commit id")
+        _need((op.patch is None) == (op.head is None), where, "a patch without its head or the reverse")
+        _need(op.session is None or _SESSION.fullmatch(op.session) is not None, f"{where}.session", "not a session id")
+    elif isinstance(op, Steered):
+        _guidance_text(op.text, f"{where}.text")
+    else:
+        _need(op.task is not None, where, "names no task")
+        _need(1 <= op.attempt <= MAX_INT and 0 <= op.round <= MAX_ROUNDS, where, "attempt or round out of range")
+        _need(0 < len(op.steers) <= MAX_ITEMS, where, "no steers, or too many")
+        _need(all(GENERATED_ID.fullmatch(s) is not None for s in op.steers), f"{where}.steers", "not op ids")
+
+
+def _guidance_text(value: str, where: str) -> None:
+    _need(bool(value.strip()) and len(value) <= MAX_GUIDANCE_CHARS and "\0" not in value, where, "empty, too long or holding a NUL byte")
 
 
 def _text(value: str | None, where: str) -> None:

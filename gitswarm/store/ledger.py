@@ -141,6 +141,15 @@ class Ledger:
             _, change = self._transition(job_id, lambda s: (self.refs.next_op(Retried, s, now, task=task_id), ()))
         return change
 
+    def transition(self, job_id: str, build: Build, lease: Lease | None = None, now: float = 0.0) -> Change:
+        """One operation that `build` makes from the job's current snapshot, written in the critical section;
+        with `lease`, only while that lease is held (LeaseLost otherwise)."""
+        with self.index.immediate():
+            if lease is not None:
+                self._check_lease(lease, now)
+            _, change = self._transition(job_id, build)
+        return change
+
     def record_artifacts(self, job_id: str, task_id: str | None, artifacts: Sequence[Artifact], now: float) -> list[str]:
         ids = tuple(artifact_id(a) for a in artifacts)
         with self.index.immediate():

@@ -149,23 +149,26 @@ class Worktrees:
     def path_for(self, job: str, task: str) -> Path:
         return self.root / job / task
 
-    def prepare(self, job: str, task: str, base: str, reset: bool) -> Worktree:
-        """The task's worktree on its branch; created from `base`, or reset to it when `reset`.
+    def prepare(self, job: str, task: str, base: str, reset: bool, start: str | None = None) -> Worktree:
+        """The task's worktree on its branch; created from `start` (by default `base`), or reset to it when `reset`.
 
         Without `reset` an existing worktree is reused as it stands (a repair
-        round continues from the last commit); never silently either way.
+        round continues from the last commit); never silently either way. A
+        follow-up starts from the head it continues, a descendant of `base`:
+        its patch is still taken from `base`.
         """
         path = self.path_for(job, task)
         branch = branch_name(job, task)
+        start = start or base
         if (path / ".git").exists():
             if reset:
-                git(["checkout", "-q", "-B", branch, base], path)
-                git(["reset", "-q", "--hard", base], path)
+                git(["checkout", "-q", "-B", branch, start], path)
+                git(["reset", "-q", "--hard", start], path)
                 git(["clean", "-q", "-fd"], path)
             return Worktree(path, branch, base)
-        if not self.checkouts.adopt(path, branch, base):  # an idle clean checkout moved into place, else a fresh one
+        if not self.checkouts.adopt(path, branch, start):  # an idle clean checkout moved into place, else a fresh one
             path.parent.mkdir(parents=True, exist_ok=True)
-            git(["worktree", "add", "-q", "-B", branch, str(path), base], self.repo_dir)
+            git(["worktree", "add", "-q", "-B", branch, str(path), start], self.repo_dir)
         return Worktree(path, branch, base)
 
     def copy_includes(self, worktree: Worktree, source: Path) -> list[str]:

@@ -1,0 +1,58 @@
+"""An agent's own sessions, kept across its isolated runs so that a follow-up may resume one.
+
+Every run has an ephemeral home, removed after it (adapters/isolation.py), and
+CLIs such as Claude Code keep their sessions there. For a spec with `[resume]
+keep`, the paths it names are copied out of an implement run's home when the
+run reported a session, to `$XDG_STATE_HOME/gitswarm/sessions/<session>/`,
+and copied back into the home of the run that resumes that session. Nothing
+else of the home is kept; a run that resumes nothing gets none of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from gitswarm.adapters.agentspec import ResumeSpec
+
+SAFE_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # a session id that is safe as a directory name
+
+
+def sessions_root() -> Path:
+    """$XDG_STATE_HOME/gitswarm/sessions ($XDG_STATE_HOME: ~/.local/state when unset or not absolute)."""
+    configured = os.environ.get("XDG_STATE_HOME", "")
+    state = Path(configured) if os.path.isabs(configured) else Path.home() / ".local" / "state"
+    return state / "gitswarm" / "sessions"
+
+
+def keep(resume: ResumeSpec, session: str, home: Path) -> None:
+    """Copy the session paths of a finished run's home aside, under the session's id."""
+    if not resume.keep or SAFE_SESSION.fullmatch(session) is None or ".." in session:
+        return
+    dest = sessions_root() / session
+    for entry in resume.keep:
+        source = home / entry
+        if source.is_dir():
+            shutil.copytree(source, dest / entry, symlinks=True, dirs_exist_ok=True)
+        elif source.is_file():
+            (dest / entry).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / entry)
+
+
+def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
+    """Put a kept session's paths into the home of the run that resumes it; False when none was kept."""
+    if SAFE_SESSION.fullmatch(session) is None or ".." in session:
+        return False
+    kept = sessions_root() / session
+    if not kept.is_dir():
+        return False
+    for entry in resume.keep:
+        source = kept / entry
+        if source.is_dir():
+            shutil.copytree(source, home / entry, symlinks=True, dirs_exist_ok=True)
+        elif source.is_file():
+            (home / entry).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, home / entry)
+    return True
