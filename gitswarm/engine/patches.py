@@ -9,23 +9,23 @@ from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import worktree_root
-from gitswarm.engine.notify import Notifier
 from gitswarm.engine.merge import (
     ConflictError,
     Mode,
     apply_merge,
     conflict_decision,
     merge_lock,
-    merged_decision,
     mergeable,
+    merged_decision,
     plan_merge,
     recheck,
     target_worktree,
 )
+from gitswarm.engine.notify import Notifier
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.verify import verify
 from gitswarm.model.artifacts import BlobRef, Decision, Patch
-from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
 from gitswarm.model.ids import check_branch_ref
 from gitswarm.model.spec import toml_string
 from gitswarm.store.checkouts import CHECKOUTS_DIR, Checkouts
@@ -54,13 +54,20 @@ def find_patch(swarm: Swarm, prefix: str) -> tuple[str, Patch, Snapshot]:
     return found["id"], patch, snapshot
 
 
+def task_of(patch: Patch) -> str:
+    """The task that made a patch: every patch is a task's, so one that names none is a corrupt record."""
+    if patch.task is None:
+        raise CorruptRecord(f"a patch of job {patch.job[:12]} names no task")
+    return patch.task
+
+
 def require_commits(swarm: Swarm, patch_id: str, patch: Patch) -> None:
     """A patch pulled from another clone names commits that only its branch carries."""
     for commit in (patch.base, patch.head):
         if not swarm.repo.has_object(commit):
             raise BadInput(
                 f"patch {patch_id[:12]}: commit {commit[:12]} is not in this repository; fetch its branch "
-                f"{branch_name(patch.job, patch.task)} from the clone that made it"
+                f"{branch_name(patch.job, task_of(patch))} from the clone that made it"
             )
 
 
@@ -89,10 +96,10 @@ def verify_now(swarm: Swarm, prefix: str) -> dict:
     patch_id, patch, snapshot = find_patch(swarm, prefix)
     refuse_untrusted(swarm, patch.job, "verify")
     require_commits(swarm, patch_id, patch)
-    spec = snapshot.task(patch.task).spec
+    spec = snapshot.task(task_of(patch)).spec
     auditor = repo_registry(swarm.repo.workdir).get(spec.auditor) if spec.auditor else None
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
-    ctx = RunContext(patch.job, patch.task, patch.attempt, repo_dir, os.environ)
+    ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
     result = verify(swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor)
     recorded = swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
     verdict = result.verdict
@@ -125,7 +132,7 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         checked_out = target_worktree(repo_dir, target)
         if checked_out is not None and has_tracked_changes(checked_out):
             raise WorkFailed(f"{checked_out} has {target.removeprefix('refs/heads/')} checked out with uncommitted changes")
-        branch_tip = swarm.repo.resolve(f"refs/heads/{branch_name(patch.job, patch.task)}")
+        branch_tip = swarm.repo.resolve(f"refs/heads/{branch_name(patch.job, task_of(patch))}")
         try:
             plan = plan_merge(swarm.repo, patch, patch_id, branch_tip, target, mode)
         except ConflictError as exc:
@@ -136,10 +143,10 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
                 job_id = queue_repair(swarm, snapshot, patch, target, exc.paths)
                 raise WorkFailed(f"{exc}; queued repair job {job_id} (run gitswarm work)") from None
             raise
-        spec = snapshot.task(patch.task).spec
+        spec = snapshot.task(task_of(patch)).spec
         if not plan.fast_forward and not no_recheck and spec.checks:
             refuse_untrusted(swarm, patch.job, "merge (its checks run again on the merged tree)")
-            ctx = RunContext(patch.job, patch.task, patch.attempt, repo_dir, os.environ)
+            ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
             checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, _store(swarm), swarm.clock)
             swarm.ledger.record_artifacts(patch.job, patch.task, checks, swarm.clock())
             failed = [c.command for c in checks if not c.passed]
@@ -165,7 +172,7 @@ def merge_target(swarm: Swarm, snapshot: Snapshot, into: str | None) -> str:
 
 def queue_repair(swarm: Swarm, snapshot: Snapshot, patch: Patch, target: str, paths: list[str]) -> str:
     """A new delegation: the same change, redone on the target as it is now."""
-    spec = snapshot.task(patch.task).spec
+    spec = snapshot.task(task_of(patch)).spec
     branch = target.removeprefix("refs/heads/")
     instruction = (
         f"{spec.prompt or spec.command}\n\nAn earlier attempt (commit {patch.head[:12]}) conflicts with {branch}"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitswarm.engine.audit_jobs import looks_like_audit
 from gitswarm.model import codec
-from gitswarm.model.artifacts import Check, Run, describe
+from gitswarm.model.artifacts import Check, Patch, Run, Summary, describe
 from gitswarm.model.coupling import coupled_tasks, refusal
 from gitswarm.model.errors import BadInput, NotFound, SpecError
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
@@ -256,7 +256,7 @@ class Swarm:
         snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
         found: dict[str, list[dict]] = {}
         for patch_id in patches:
-            head = snapshot.artifact(patch_id).head
+            head = snapshot.artifact(patch_id, Patch).head
             found[head] = [verdict_view(w) for w in self.verdict_notes().weigh(head)]
         return found
 
@@ -278,7 +278,7 @@ class Swarm:
         kinds = {a: kind for a, _, kind in rows}
         latest = next((a for a in reversed(snapshot.state.artifacts) if kinds.get(a) == "summary"), None)
         if latest is not None:
-            summary = snapshot.artifact(latest)
+            summary = snapshot.artifact(latest, Summary)
             view["summary"] = {"id": latest, "text": summary.text, **summary.data}
         return view
 
@@ -385,7 +385,7 @@ def _fresh_index(path: Path) -> tuple[Path, Index] | None:
     return common, index
 
 
-def _artifact_views(snapshot: Snapshot, rows: list[tuple[str, str | None, str]]) -> list[dict]:
+def _artifact_views(snapshot: Snapshot, rows: Sequence[tuple[str, str | None, str]]) -> list[dict]:
     """(id, task, kind) rows of the index as `artifacts` prints them."""
     return [{"id": a, "kind": kind, "task": task, "summary": describe(snapshot.artifact(a))} for a, task, kind in rows]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, execute
 from gitswarm.adapters.shell import ShellAdapter
-from gitswarm.model.errors import BadInput
 from gitswarm.model.artifacts import Check, Patch, Verdict, artifact_id
+from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.verdict import Judgement, combine, from_checks, parse_auditor
 from gitswarm.store.checkouts import Checkout, Checkouts
@@ -67,7 +67,7 @@ def run_checks(
     commands: tuple[str, ...], checkout: Path, ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float]
 ) -> list[Check]:
     shell = ShellAdapter()
-    checks = []
+    checks: list[Check] = []
     for command in commands:
         spec = TaskSpec(id=ctx.task, seq=0, command=command, timeout=timeout)
         check_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec
 
 import anyio
-import msgspec
 import anyio.to_thread
+import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, TextContent
@@ -209,15 +209,17 @@ def build_server(repo: Path) -> MCPServer:
             raise ResourceError(str(exc)) from None
         if "summary" not in data:
             raise ResourceError(f"job {data['id'][:12]} has no summary yet (it is {data['status']})")
-        return data["summary"]["text"]
+        text: str = data["summary"]["text"]  # Swarm.show's summary view: {"id", "text", **data}
+        return text
 
     @server.resource("gitswarm://patches/{patch}/diff", mime_type="text/x-diff")
     def patch_diff(patch: str) -> str:
         """A patch's diff."""
         try:
-            return actions.diff(repo, patch)["diff"]
+            diff: str = actions.diff(repo, patch)["diff"]
         except GitswarmError as exc:
             raise ResourceError(str(exc)) from None
+        return diff
 
     return server
 

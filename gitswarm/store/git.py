@@ -8,6 +8,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import pygit2
 
@@ -24,6 +25,7 @@ _LOCK_WAIT_SECONDS = STALE_LOCK_SECONDS + 1.0
 _TREE_CACHE = 1024
 _BLOB_CACHE = 2048
 _BLOB_CACHE_MAX_SIZE = 64 * 1024
+_ObjectT = TypeVar("_ObjectT", bound=pygit2.Object | pygit2.Commit)  # (a Commit is no Object to the stubs)
 
 # gitswarm only builds trees and commits from objects it has just written, so
 # libgit2's check that each referenced object exists is pure cost (~15% of a
@@ -132,7 +134,7 @@ class PygitRepo:
             self._blobs.pop(next(iter(self._blobs)))
         self._blobs[oid] = data
 
-    def _object(self, oid: str, kind: type) -> object:
+    def _object(self, oid: str, kind: type[_ObjectT]) -> _ObjectT:
         try:
             found = self.repo[oid]
         except (KeyError, ValueError):
@@ -165,20 +167,24 @@ class PygitRepo:
             return None
 
     def tree_items(self, tree: str, path: str = "") -> Iterator[tuple[str, str, bool]]:
-        root = self.repo[tree]
+        root = self._object(tree, pygit2.Tree)
         if path:
             try:
-                root = self.repo[root[path].id]
+                found = root[path]
             except KeyError:
                 return
+            if not isinstance(found, pygit2.Tree):
+                raise CorruptRecord(f"{path} in tree {tree[:12]} is a {found.type_str}, not a tree")
+            root = found
         for entry in root:
+            assert entry.name is not None  # an entry of a tree is named (an object found by its oid is not)
             yield entry.name, str(entry.id), entry.filemode == _TREE
 
     def _tree(self, oid: str) -> pygit2.Tree:
         """A tree object, from a small cache: trees are immutable, and a transition reads the same few."""
         found = self._trees.get(oid)
         if found is None:
-            found = self.repo[oid]
+            found = self._object(oid, pygit2.Tree)
             if len(self._trees) >= _TREE_CACHE:
                 self._trees.pop(next(iter(self._trees)))
             self._trees[oid] = found
@@ -221,7 +227,7 @@ class PygitRepo:
                     builder.remove(name)
             else:
                 builder.insert(name, pygit2.Oid(hex=new_sub), _TREE)
-        if not changed:
+        if not changed and base is not None:  # (no base: a new tree, always changed)
             return str(base.id), len(base)
         return str(builder.write()), len(builder)
 
