@@ -1,7 +1,7 @@
 """`gitswarm adapters list|check`: which agent CLIs are here, and whether they will run."""
 
 import os
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -34,7 +34,7 @@ def adapters_list(ctx: typer.Context) -> None:
 @adapters_app.command("check")
 def adapters_check(
     ctx: typer.Context,
-    name: Annotated[Optional[str], typer.Argument(help="One adapter; default: every adapter whose executable is found.")] = None,
+    name: Annotated[str | None, typer.Argument(help="One adapter; default: every adapter whose executable is found.")] = None,
 ) -> None:
     """Prove the executable runs and accepts every flag its spec uses; exit 1 if one does not."""
     from gitswarm.engine.adapters import check_adapters  # deferred: runs each CLI

@@ -2,7 +2,7 @@
 
 import difflib
 import enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ class Shell(str, enum.Enum):
 
 def help_(
     ctx: typer.Context,
-    command: Annotated[Optional[list[str]], typer.Argument(metavar="[COMMAND]...", help="A command, e.g. status or worktrees list.")] = None,
+    command: Annotated[list[str] | None, typer.Argument(metavar="[COMMAND]...", help="A command, e.g. status or worktrees list.")] = None,
 ) -> None:
     """Show what gitswarm, or one of its commands, takes (as --help does)."""
     here = ctx.find_root()

@@ -3,7 +3,7 @@
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -42,7 +42,7 @@ def submit(
 
 def status(
     ctx: typer.Context,
-    job: Annotated[Optional[str], typer.Argument(metavar="JOB", help="Job id or prefix.")] = None,
+    job: Annotated[str | None, typer.Argument(metavar="JOB", help="Job id or prefix.")] = None,
     include_all: Annotated[bool, typer.Option("--all", help="Also the audit jobs the post-commit hook queues.")] = False,
 ) -> None:
     """List jobs, or one job's tasks."""
@@ -57,7 +57,7 @@ def show(ctx: typer.Context, job: JobArg) -> None:
 def output(
     ctx: typer.Context,
     task: Annotated[str, typer.Argument(metavar="JOB/TASK", help="The task.")],
-    attempt: Annotated[Optional[int], typer.Option("--attempt", help="Of attempt N (counted since the task's last retry).")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Of attempt N (counted since the task's last retry).")] = None,
     stderr: Annotated[bool, typer.Option("--stderr", help="Its stderr instead of its stdout.")] = False,
 ) -> None:
     """Print the output of a task's last run or check, as it was captured (raw bytes)."""
@@ -95,7 +95,7 @@ def artifact(ctx: typer.Context, artifact_id: Annotated[str, typer.Argument(meta
 def cancel(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(metavar="JOB|TASK", help="A job, or a task as JOB/TASK.")],
-    reason: Annotated[Optional[str], typer.Option(help="Why; recorded with the cancel.")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why; recorded with the cancel.")] = None,
 ) -> None:
     """Cancel a job or one task; dependents of a cancelled task are skipped."""
     c = _ctx(ctx)

@@ -82,6 +82,6 @@ class LiveView:
                 line.append(f"{counts[state]} {state}  ", style=style)
         table = Table(show_header=False, box=None, padding=(0, 1))
         now = time.monotonic()
-        for (job, task), since in sorted(self.running.items(), key=lambda kv: kv[1])[:10]:
+        for (_, task), since in sorted(self.running.items(), key=lambda kv: kv[1])[:10]:
             table.add_row(Text("running", "cyan"), Text(escape(task)), f"{now - since:5.1f}s")
         return Group(line, table, *self.recent)

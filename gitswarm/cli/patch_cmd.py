@@ -1,7 +1,7 @@
 """`diff`, `verify`, `merge` and `worktrees list|gc|discard`: a delegation's patch and its worktree."""
 
 import sys
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 
@@ -43,7 +43,7 @@ def verify(ctx: typer.Context, patch: PatchArg) -> None:
 def merge(
     ctx: typer.Context,
     patch: PatchArg,
-    into: Annotated[Optional[str], typer.Option("--into", help="Target branch (default: the branch the job started from).")] = None,
+    into: Annotated[str | None, typer.Option("--into", help="Target branch (default: the branch the job started from).")] = None,
     squash: Annotated[bool, typer.Option("--squash", help="One new commit on the target.")] = False,
     rebase: Annotated[bool, typer.Option("--rebase", help="Linear history: fast-forward, else one commit on the target.")] = False,
     merge_commit: Annotated[bool, typer.Option("--merge", help="A merge commit when the target moved (the default).")] = False,

@@ -1,7 +1,7 @@
 """`audit`, `review` and `hooks install|uninstall|run`: verdicts on commits, and the git hooks."""
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -18,8 +18,8 @@ hooks_app = group("Git hooks that trigger audits.")
 def audit(
     ctx: typer.Context,
     rev: Annotated[str, typer.Argument(help="The commit to audit.")] = "HEAD",
-    check: Annotated[Optional[list[str]], typer.Option("--check", help="A check command (repeatable); default: [audit] checks of .gitswarm.toml.")] = None,
-    adapter: Annotated[Optional[str], typer.Option("--adapter", help="An auditor adapter; default: [audit] auditor.")] = None,
+    check: Annotated[list[str] | None, typer.Option("--check", help="A check command (repeatable); default: [audit] checks of .gitswarm.toml.")] = None,
+    adapter: Annotated[str | None, typer.Option("--adapter", help="An auditor adapter; default: [audit] auditor.")] = None,
 ) -> None:
     """Run the checks (and auditor) on a clean checkout of REV and note the verdict on it; exit 0 iff accepted."""
     from gitswarm.engine.audit import audit as run_audit  # deferred: see the note in app.py
@@ -39,7 +39,7 @@ def review(
     target: Annotated[str, typer.Argument(metavar="PATCH|REV", help="A patch artifact id (prefix) or a commit.")],
     accept: Annotated[bool, typer.Option("--accept", help="Accept it.")] = False,
     reject: Annotated[bool, typer.Option("--reject", help="Reject it.")] = False,
-    note: Annotated[Optional[str], typer.Option("--note", help="Why.")] = None,
+    note: Annotated[str | None, typer.Option("--note", help="Why.")] = None,
 ) -> None:
     """Add your verdict on a patch's head or a commit, as a line of its swarm note."""
     from gitswarm.engine.audit import review as add_review  # deferred: see the note in app.py
@@ -76,7 +76,7 @@ def hooks_uninstall(ctx: typer.Context) -> None:
 def hooks_run(
     ctx: typer.Context,
     hook: Annotated[str, typer.Argument(help="post-commit or pre-push")],
-    args: Annotated[Optional[list[str]], typer.Argument(help="What git passed the hook.")] = None,
+    args: Annotated[list[str] | None, typer.Argument(help="What git passed the hook.")] = None,
 ) -> None:
     """What the shims call."""
     from gitswarm.engine import hooks  # deferred: see the note in app.py

@@ -2,7 +2,7 @@
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -86,12 +86,12 @@ def run(
 
 def work(
     ctx: typer.Context,
-    job: Annotated[Optional[str], typer.Option("--job", help="Only this job; stop when it is done.")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="Only this job; stop when it is done.")] = None,
     jobs: JobsOption = 4,
     until_idle: Annotated[bool, typer.Option("--until-idle", help="Stop when nothing is queued or running.")] = False,
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
-    trust: Annotated[Optional[list[str]], typer.Option("--trust", help="Also run jobs pulled from this remote.")] = None,
+    trust: Annotated[list[str] | None, typer.Option("--trust", help="Also run jobs pulled from this remote.")] = None,
 ) -> None:
     """Run workers on queued tasks (until the job is done, or with --until-idle the queue; else until Ctrl-C)."""
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
@@ -118,8 +118,8 @@ def delegate(
     ctx: typer.Context,
     instruction: Annotated[str, typer.Argument(help="What the agent should do.")],
     adapter: Annotated[str, typer.Option("--adapter", help="The agent to delegate to.")],
-    check: Annotated[list[str], typer.Option("--check", help="A command that must pass on the patch; repeatable.")] = [],
-    base: Annotated[Optional[str], typer.Option("--base", help="Branch from this commit (default: the checked-out tip).")] = None,
+    check: Annotated[list[str] | None, typer.Option("--check", help="A command that must pass on the patch; repeatable.")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Branch from this commit (default: the checked-out tip).")] = None,
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
 ) -> None:
     """Hand one change to an agent in its own branch and worktree; exit 0 iff the patch was verified."""
@@ -128,7 +128,7 @@ def delegate(
     c = _ctx(ctx)
     options = _work_options(1, lease, DEFAULT_OUTPUT_CAP)
     with progress_sink(c.output.json_mode) as sink:
-        data = delegate_engine.delegate(c.swarm(), instruction, adapter, list(check), base, options, sink)
+        data = delegate_engine.delegate(c.swarm(), instruction, adapter, list(check or ()), base, options, sink)
     if c.output.json_mode:
         c.output.result(data, str)
     else:

@@ -14,14 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from gitswarm.engine import audit, patches
+from gitswarm.engine import audit, patches, similar
 from gitswarm.engine.check_report import with_tails
 from gitswarm.engine.merge import mergeable
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.provenance import Weighed, deciding
 from gitswarm.model.spec import parse_spec, toml_string
-from gitswarm.engine import similar
 from gitswarm.pilot import proposals
 from gitswarm.pilot.workers import start_worker
 

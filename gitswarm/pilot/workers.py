@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitswarm.model.limits import MAX_WORKERS
 from gitswarm.model.errors import BadInput
+from gitswarm.model.limits import MAX_WORKERS
 from gitswarm.pilot.proposals import pilot_dir
 
 

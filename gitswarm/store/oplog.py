@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from gitswarm.model import codec
 from gitswarm.model.errors import CorruptRecord
@@ -25,6 +26,7 @@ from gitswarm.store.jobs import COMMITTER, parse_op_lines, parse_ops
 MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 #: Commit id -> the (line, operation) pairs it records, for commits a caller already decoded.
 Parsed = Mapping[str, list[tuple[str, Op]]]
+NOTHING_PARSED: Parsed = MappingProxyType({})  # the default: no commit parsed already
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Merged:
 
 
 def history_ops(
-    repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None, parsed: Parsed = {}
+    repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED
 ) -> list[Op]:
     """Every operation reachable from either tip, each once (by id); shared commits are read once.
     `remote_only`: the commits reachable from `remote` and not from `local`, when already walked."""
@@ -43,7 +45,7 @@ def history_ops(
     return unique_ops([*repo.walk(local), *theirs], where, parsed)
 
 
-def unique_ops(commits: Iterable[CommitInfo], where: str, parsed: Parsed = {}) -> list[Op]:
+def unique_ops(commits: Iterable[CommitInfo], where: str, parsed: Parsed = NOTHING_PARSED) -> list[Op]:
     """The operations the commits record, each once. An op id that comes with two different
     bodies is refused: merging would silently drop one of them."""
     found: dict[str, tuple[str, Op]] = {}
@@ -66,7 +68,7 @@ def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
 
 def merge_job(
     repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None,
-    remote_only: list[CommitInfo] | None = None, parsed: Parsed = {},
+    remote_only: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED,
 ) -> Merged:
     """Commit the merge of two diverged tips (parents: local, remote); the caller moves the ref.
 
@@ -97,7 +99,7 @@ def merge_job(
     return Merged(tip=tip, state=result.state, tasks=changed)
 
 
-def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None, parsed: Parsed = {}) -> None:
+def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED) -> None:
     """Refuse a history whose tip does not record the canonical replay of its operations.
 
     Compares the state record and every task record by blob id: no record is

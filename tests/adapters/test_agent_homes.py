@@ -156,7 +156,7 @@ def test_a_json_file_under_a_linked_directory_is_refused(tmp_path: Path) -> None
 @pytest.mark.parametrize("text", ["[1, 2]", "{not json", '"string"'])
 def test_a_json_file_that_is_not_an_object_is_refused(tmp_path: Path, text: str) -> None:
     (tmp_path / "s.json").write_text(text)
-    with pytest.raises(BadInput, match="s.json"):
+    with pytest.raises(BadInput, match=r"s\.json"):
         patch_json_file(tmp_path, "s.json", {"k": 1}, 0.0)
 
 

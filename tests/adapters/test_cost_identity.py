@@ -138,5 +138,5 @@ def test_the_model_that_wrote_most_is_the_runs_model(adapter: str, repo: Path, t
 def test_a_key_selector_needs_a_star_and_no_sum(tmp_path: Path, selector: str) -> None:
     path = tmp_path / "agent.toml"
     path.write_text(f'executable = "x"\n[output]\nformat = "json"\nmodel = {selector}\n')
-    with pytest.raises(BadInput, match="output.model: key = true"):
+    with pytest.raises(BadInput, match=r"output\.model: key = true"):
         load_spec(path)

@@ -50,7 +50,7 @@ def medians(commands: dict[str, list[str]], cwd: Path, runs: int) -> dict[str, t
     """Median wall and CPU (user + system) seconds of each command, the commands taking turns.
     CPU time moves less than wall time when other processes share the machine."""
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    for name, argv in commands.items():  # one warm-up each: page cache, .pyc files
+    for argv in commands.values():  # one warm-up each: page cache, .pyc files
         subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
     for _ in range(runs):
         for name, argv in commands.items():

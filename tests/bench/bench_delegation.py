@@ -106,19 +106,20 @@ def main() -> None:
     trees = Worktrees(repo, repo / ".git")  # the default root: the state directory of the isolated home
     plain, ours = [], []
     elsewhere = Path(scratch_dir("bench-deleg-plain-"))  # removed at exit, as the repository is
+
+    def run_plain(n: int) -> None:
+        start = time.perf_counter()
+        git(["worktree", "add", "-q", "-b", f"plain{n}", str(elsewhere / f"plain{n}"), base], repo)
+        plain.append(time.perf_counter() - start)
+
+    def run_ours(n: int) -> None:
+        start = time.perf_counter()
+        trees.prepare(f"job{n}", "task", base, reset=False)
+        ours.append(time.perf_counter() - start)
+
     for n in range(RUNS):
-        def run_plain() -> None:
-            start = time.perf_counter()
-            git(["worktree", "add", "-q", "-b", f"plain{n}", str(elsewhere / f"plain{n}"), base], repo)
-            plain.append(time.perf_counter() - start)
-
-        def run_ours() -> None:
-            start = time.perf_counter()
-            trees.prepare(f"job{n}", "task", base, reset=False)
-            ours.append(time.perf_counter() - start)
-
         for step in (run_plain, run_ours) if n % 2 == 0 else (run_ours, run_plain):  # neither always goes first
-            step()
+            step(n)
     worktree = trees.prepare("job0", "task", base, reset=False)
     captures = []
     for n in range(RUNS):

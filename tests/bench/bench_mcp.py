@@ -23,13 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mcp import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
-from gitswarm.engine.swarm import Swarm  # noqa: E402
-from gitswarm.pilot import actions, server  # noqa: E402
-from tests.bench.benchlib import isolate, print_table, scratch_dir  # noqa: E402
-from tests.pilot.mcpclient import Session  # noqa: E402
+from gitswarm.engine.swarm import Swarm
+from gitswarm.pilot import actions, server
+from tests.bench.benchlib import isolate, print_table, scratch_dir
+from tests.pilot.mcpclient import Session
 
 
 def ms(seconds: float) -> str:

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pygit2
-
 from benchlib import isolate, print_table, scratch_dir
 
 from gitswarm.engine.swarm import Swarm

@@ -104,7 +104,7 @@ def test_a_missing_executable_is_said_and_not_waited_for(repo: Path) -> None:
     adapters = repo / ".gitswarm" / "adapters"
     adapters.mkdir(parents=True)
     (adapters / "ghost.toml").write_text('executable = "no-such-agent-anywhere"\n')
-    code, view, err = run_spec(repo, '[[tasks]]\nid = "a"\nadapter = "ghost"\nprompt = "p"\n')
+    code, _view, err = run_spec(repo, '[[tasks]]\nid = "a"\nadapter = "ghost"\nprompt = "p"\n')
     assert code == 1 and "executable 'no-such-agent-anywhere' not found" in err
 
 

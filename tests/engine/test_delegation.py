@@ -601,7 +601,7 @@ def test_a_dirty_target_worktree_refuses_the_merge(project: Path, how: str) -> N
 def test_an_untracked_file_in_the_way_refuses_the_merge_and_nothing_moves(project: Path) -> None:
     """The patch adds NEW.md; the user has an untracked NEW.md of their own in the target's tree."""
     d = delegate(project, "write NEW.md: from the agent", "test -e NEW.md")
-    patch_id, patch = d.patch()
+    patch_id, _patch = d.patch()
     (project / "NEW.md").write_text("mine, not committed\n")
     before = state(project)
     refused = cli(project, "--json", "merge", patch_id)

@@ -12,7 +12,7 @@ import pytest
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Decision
-from tests.conftest import cli, commit_file, git, register_scripted, rev, spec_text
+from tests.conftest import cli, git, register_scripted, rev, spec_text
 from tests.engine.test_delegation import CHECK, FIX, TASK, delegate, merged_ok, task_artifacts
 
 

@@ -68,7 +68,7 @@ def sleepers(tmp_path: Path, n: int) -> tuple[Path, list[str]]:
 def test_kill_9_of_the_supervisor_takes_its_workers_and_their_adapters_along(repo: Path, tmp_path: Path) -> None:
     pids, specs = sleepers(tmp_path, 2)
     job = submit(repo, *specs)
-    proc, out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "2", "--lease", "2")
+    proc, _out, _err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "2", "--lease", "2")
     try:
         spawned = wait_for(lambda: len(read_pids(pids)) == 2 and read_pids(pids), 10, "both sleeps")
         workers = children(proc.pid)

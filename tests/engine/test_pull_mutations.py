@@ -58,8 +58,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import event as hypothesis_event
 from hypothesis import note as hypothesis_note
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model import codec
@@ -556,7 +556,7 @@ def forge(repo: Path, commits: list[list[dict]], originals: list[str], original_
             if not all(map(git_name_ok, records)):
                 raise ValueError("a record git cannot name")
             files = {**kept, **records}
-        except Exception:  # noqa: BLE001 - a forgery the reducer cannot read keeps the tree before it
+        except Exception:  # a forgery the reducer cannot read keeps the tree before it
             files = {**files, **kept}
         planned.append(files)
     datas = sorted({data for files in planned for data in files.values() if isinstance(data, bytes)})

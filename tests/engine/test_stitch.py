@@ -52,7 +52,7 @@ def stitched(finished: tuple[Path, str, dict]) -> tuple[Path, str, dict]:
 
 
 def test_one_summary_artifact_for_the_job(stitched: tuple[Path, str, dict]) -> None:
-    repo, job, shown = stitched
+    _repo, _job, shown = stitched
     summaries = [a for a in shown["artifacts"] if a["kind"] == "summary"]
     assert len(summaries) == 1 and summaries[0]["task"] is None
     assert summaries[0]["id"] == shown["summary"]["id"]

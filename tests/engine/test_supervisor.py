@@ -8,8 +8,8 @@ import os
 import random
 import signal
 import subprocess
-import threading
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -225,7 +225,7 @@ def test_cancel_of_a_running_job_kills_its_grandchildren(repo: Path, tmp_path: P
         spec_text(f"id = \"spawner\"\ncommand = '{SPAWN_TWO.format(pids=pids)}'", 'id = "after"\ncommand = "true"\ndepends_on = ["spawner"]')
     )
     job = cli(repo, "--json", "submit", "spec.toml").json()["id"]
-    proc, out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "1", "--lease", "2")
+    proc, _out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "1", "--lease", "2")
     try:
         spawned = wait_for(lambda: len(read_pids(pids)) == 2 and read_pids(pids), 15)
         assert all(alive(p) for p in spawned)
@@ -250,7 +250,7 @@ def test_ctrl_c_stops_workers_kills_adapters_and_requeues(repo: Path, tmp_path: 
     pids = tmp_path / "pids"
     (repo / "spec.toml").write_text(spec_text(f"id = \"spawner\"\ncommand = '{SPAWN_TWO.format(pids=pids)}'"))
     job = cli(repo, "--json", "submit", "spec.toml").json()["id"]
-    proc, out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "2", "--lease", "2")
+    proc, _out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "2", "--lease", "2")
     try:
         spawned = wait_for(lambda: len(read_pids(pids)) == 2 and read_pids(pids), 15)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
@@ -316,7 +316,7 @@ def test_worker_killed_inside_a_ref_update_does_not_wedge_the_job(repo: Path, tm
     finally:
         swarm.close()
     lock.write_bytes(b"")
-    proc, out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "2", "--lease", "2")
+    proc, _out, err = start(repo, tmp_path, "--json", "work", "--job", job, "-j", "2", "--lease", "2")
     code = finish(proc, 40)
     assert code == 0, err.read_text()[-1500:]
     assert cli(repo, "--json", "status", job).json()["status"] == "succeeded"

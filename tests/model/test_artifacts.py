@@ -103,9 +103,9 @@ def test_invalid_fields_in_a_stored_record_are_corrupt(kind: str, change: dict[s
 
 
 def test_direct_construction_validates_too() -> None:
-    with pytest.raises(ValueError, match="finding.title must not be empty"):
+    with pytest.raises(ValueError, match=r"finding\.title must not be empty"):
         Finding(job="j", created=0.0, title="")
-    with pytest.raises(ValueError, match="patch.sha256"):
+    with pytest.raises(ValueError, match=r"patch\.sha256"):
         Patch(job="j", created=0.0, base=SHA1, head=SHA1, diff=BlobRef(oid=SHA1, size=1), sha256="bad")
     with pytest.raises(ValueError, match="blob oid"):
         BlobRef(oid="g" * 40, size=1)

@@ -465,24 +465,29 @@ def _moves(h: Harness) -> list[tuple[str, str | None]]:
     return moves
 
 
+def _move_op(h: Harness, action: str, name: str | None) -> Op:
+    """The operation of a move of _moves (only the drawn one is built: most need the task)."""
+    t = h.tasks[name] if name is not None else None
+    return {
+        "claim": lambda: h.op(TaskClaimed, task=name, token=t.claims + 1, owner="w", lease_expires=h.clock + 5.0),
+        "ok": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=True, artifacts=(f"{h.clock:064x}",)),
+        "fail": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=False, error="e"),
+        "fatal": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=False, retryable=False),
+        "expire": lambda: h.op(LeaseExpired, task=name, token=t.claims),
+        "cancel": lambda: h.op(Cancelled, task=name),
+        "cancel_job": lambda: h.op(Cancelled),
+        "retry": lambda: h.op(Retried, task=name),
+        "stale": lambda: h.op(TaskFinished, task=name, token=t.claims - 1, ok=True),
+    }[action]()
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(SPECS), st.integers(min_value=1, max_value=3), st.data())
 def test_random_walk_keeps_counts_and_invariants(spec: tuple[str, ...], max_attempts: int, data: st.DataObject) -> None:
     h = Harness.of(*spec, defaults=f"max_attempts = {max_attempts}")
     for _ in range(data.draw(st.integers(min_value=0, max_value=40), label="steps")):
         action, name = data.draw(st.sampled_from(_moves(h)))
-        t = h.tasks[name] if name is not None else None
-        op = {
-            "claim": lambda: h.op(TaskClaimed, task=name, token=t.claims + 1, owner="w", lease_expires=h.clock + 5.0),
-            "ok": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=True, artifacts=(f"{h.clock:064x}",)),
-            "fail": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=False, error="e"),
-            "fatal": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=False, retryable=False),
-            "expire": lambda: h.op(LeaseExpired, task=name, token=t.claims),
-            "cancel": lambda: h.op(Cancelled, task=name),
-            "cancel_job": lambda: h.op(Cancelled),
-            "retry": lambda: h.op(Retried, task=name),
-            "stale": lambda: h.op(TaskFinished, task=name, token=t.claims - 1, ok=True),
-        }[action]()
+        op = _move_op(h, action, name)
         before = (h.state, dict(h.tasks))
         try:
             h.apply(op)

@@ -89,7 +89,7 @@ def test_install_is_idempotent_and_uninstall_restores_the_file_exactly(
     if existing:
         assert path.read_bytes() == before
     else:
-        assert not path.exists() and not path.parent.exists() or path.parent in (repo, isolated_env)
+        assert (not path.exists() and not path.parent.exists()) or path.parent in (repo, isolated_env)
     assert uninstall(repo, client, scope)["action"] == "not installed"
 
 

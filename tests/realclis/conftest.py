@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if not TABLE:
         return
     text = render_table()
@@ -42,7 +42,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         path = Path(str(config._tmp_path_factory.getbasetemp())) / "realclis-table.md"  # type: ignore[attr-defined]
         path.write_text(text)
         where = f" (also in {path})"
-    except Exception:  # noqa: BLE001 - the table is still printed
+    except Exception:  # the table is still printed
         where = ""
     terminalreporter.section(f"real CLIs through gitswarm{where}")
     terminalreporter.write(text)

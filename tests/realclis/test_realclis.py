@@ -20,8 +20,19 @@ from pathlib import Path
 import pytest
 
 from tests.realclis import table as suite
-from tests.realclis.clis import CLIS, CLI
-from tests.realclis.harness import Lab, Result, close_lab, diff_digests, egress_hosts, git, make_lab, real_path, tree_digest, versions
+from tests.realclis.clis import CLI, CLIS
+from tests.realclis.harness import (
+    Lab,
+    Result,
+    close_lab,
+    diff_digests,
+    egress_hosts,
+    git,
+    make_lab,
+    real_path,
+    tree_digest,
+    versions,
+)
 
 GOOD = "hello from fake model"
 WRONG = "goodbye from fake model"

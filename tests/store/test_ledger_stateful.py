@@ -21,7 +21,14 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import InvalidTransition, LeaseLost

@@ -110,7 +110,7 @@ def test_concurrent_threads_never_lose_a_line(repo: Path) -> None:
         try:
             for i in range(per):
                 add_note_line(own, commit, f"writer {n} line {i}".encode(), WHO, float(i))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     pool = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]

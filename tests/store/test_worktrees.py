@@ -301,7 +301,7 @@ def test_the_environment_variable_beats_the_config_key_which_beats_the_default(r
     assert worktree_root(repo, common) == (tmp_path / "from-env").resolve()
     monkeypatch.delenv("GITSWARM_WORKTREE_ROOT")
     (repo / ".gitswarm.toml").write_text('[worktrees]\nroot = ""\n')
-    with pytest.raises(BadInput, match="worktrees.root"):
+    with pytest.raises(BadInput, match=r"worktrees\.root"):
         worktree_root(repo, common)
     (repo / ".gitswarm.toml").write_text('[worktrees]\nplace = "x"\n')
     with pytest.raises(BadInput, match="unknown key"):
