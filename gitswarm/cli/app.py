@@ -11,6 +11,7 @@ import typer
 
 from gitswarm import __version__
 from gitswarm.cli import (
+    cost_cmd,
     guidance_cmd,
     help_cmd,
     jobs_cmd,
@@ -91,6 +92,7 @@ COMMANDS = (
     share_cmd.approve,
     review_cmd.audit,
     review_cmd.review,
+    cost_cmd.cost,
     help_cmd.completion,
 )
 for command in COMMANDS:  # in this order in `gitswarm --help`

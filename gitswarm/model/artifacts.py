@@ -143,6 +143,7 @@ class Run(_Base, tag="run", kw_only=True, frozen=True):
     model: str | None = None
     cost_usd: float | None = None
     cost_estimated: bool = False  # priced from its tokens with the local price table
+    tier: str | None = None  # the model tier the run was routed to (`fast`, `strong`), when routing chose one
     input_tokens: int | None = None
     output_tokens: int | None = None
     error: str | None = None
