@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from gitswarm.engine import audit, patches, similar
+from gitswarm.engine import audit, followup, patches, similar, steering
 from gitswarm.engine.check_report import with_tails
 from gitswarm.engine.merge import mergeable
 from gitswarm.engine.swarm import Swarm
@@ -262,6 +262,28 @@ def why_not_mergeable(weighed: list[Weighed], patch_id: str, head: str) -> str:
         who = decider.verdict.reviewer or decider.verdict.producer
         return f"{where} was rejected by its deciding verdict ({who}, {decider.provenance}); nothing merged"
     return f"{where} has no accepted verdict of gitswarm's own checks for this patch: call verify; nothing merged"
+
+
+def follow_up(repo: Path, target: str, instruction: str, resume_session: bool = False, start: bool = True) -> dict:
+    """Continue a finished delegation (JOB/TASK or a patch it made) with a new instruction: recorded as an
+    operation first, then a worker runs the new attempt (a new head, verified again)."""
+    swarm = _swarm(repo)
+    try:
+        data = followup.follow_up(swarm, target, _text(instruction, "instruction"), resume_session)
+        if start:
+            data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, data["job"], 1)
+        return data
+    finally:
+        swarm.close()
+
+
+def steer(repo: Path, target: str, text: str) -> dict:
+    """Guidance for the next attempt or repair round of a task (JOB/TASK), or the next task of a job to start."""
+    swarm = _swarm(repo)
+    try:
+        return steering.steer(swarm, target, _text(text, "text"))
+    finally:
+        swarm.close()
 
 
 def review(repo: Path, target: str, accept: bool, note: str | None = None) -> dict:

@@ -200,6 +200,29 @@ def build_server(repo: Path) -> MCPServer:
         """Add a verdict (accept or reject, with a note) on a patch's head or a commit, as this clone's user."""
         return actions.review(repo, target, accept, note)
 
+    @server.tool()
+    @tool_errors
+    def follow_up(
+        target: Annotated[
+            str, Field(min_length=1, max_length=300, description="A finished delegation: JOB/TASK, or a patch id (prefix) it made.")
+        ],
+        instruction: Text,
+        resume_session: Annotated[
+            bool, Field(description="Resume the agent's own session (claude-code, codex) instead of a fresh one.")
+        ] = False,
+        start: Annotated[bool, Field(description="Start a worker for it now.")] = True,
+    ) -> dict[str, Any]:
+        """Continue a delegation: a new attempt on its branch whose prompt carries the original contract, the
+        previous patch and its verdict, and this instruction. Recorded before it runs; its new head is verified again."""
+        return actions.follow_up(repo, target, instruction, resume_session, start)
+
+    @server.tool()
+    @tool_errors
+    def steer(target: Target, text: Text) -> dict[str, Any]:
+        """Guidance delivered at the next safe point: the task's next attempt or repair round (JOB/TASK), or the
+        next task of the job to start (JOB). Delivery is recorded (see `log`); that the agent followed it is never claimed."""
+        return actions.steer(repo, target, text)
+
     @server.resource("gitswarm://jobs/{job}/summary", mime_type="text/markdown")
     def job_summary(job: str) -> str:
         """A job's stitched summary (Markdown)."""

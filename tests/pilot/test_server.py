@@ -21,7 +21,7 @@ from tests.pilot.mcpclient import Session
 FIX = "edit README.md: replace hello with world"
 CHECK = "grep -qx world README.md"
 TOOLS = {"submit_job", "delegate", "status", "show", "artifacts", "artifact", "diff", "log", "wait",
-         "cancel", "retry", "verify", "merge", "review"}
+         "cancel", "retry", "verify", "merge", "review", "follow_up", "steer"}
 
 
 @pytest.fixture
@@ -52,9 +52,10 @@ def delegate_and_wait(pilot: Session, instruction: str, checks: list[str]) -> di
 
 
 def patch_of(pilot: Session, job: str) -> str:
-    """The job's last patch (a rejected one goes back for repair rounds: one patch each)."""
+    """The job's newest patch (a rejected one goes back for repair rounds: one patch each)."""
     listed = pilot.call("artifacts", {"job": job}).data["artifacts"]
-    return [a["id"] for a in listed if a["kind"] == "patch"][-1]
+    ids = [a["id"] for a in listed if a["kind"] == "patch"]
+    return max(ids, key=lambda i: pilot.call("artifact", {"artifact_id": i}).data["record"]["created"])
 
 
 # -- the listing -------------------------------------------------------------------------------------
@@ -129,6 +130,35 @@ def test_a_person_review_through_the_pilot_never_makes_a_patch_mergeable(pilot: 
     assert reviewed.data["accepted"] and reviewed.data["note"] == "looks fine to me"
     refused = pilot.call("merge", {"patch": patch})
     assert refused.is_error and "nothing merged" in refused.text
+
+
+def test_a_pilot_follows_up_a_rejected_delegation_and_steers_its_next_attempt(pilot: Session, project: Path) -> None:
+    started = delegate_and_wait(pilot, "edit README.md: replace hello with hullo", [CHECK])
+    job = started["job"]
+    old_patch = patch_of(pilot, job)
+    old_head = pilot.call("artifact", {"artifact_id": old_patch}).data["record"]["head"]
+    steered = pilot.call("steer", {"target": f"{job}/delegate", "text": "keep the file to one line"})
+    assert not steered.is_error and steered.data["task"] == "delegate", steered.text
+    followed = pilot.call("follow_up", {"target": old_patch, "instruction": "edit README.md: replace hullo with world"})
+    assert not followed.is_error, followed.text
+    assert followed.data["job"] == job and followed.data["patch"] == old_patch and followed.data["worker"]["pid"]
+    done = pilot.call("wait", {"target": f"{job}/delegate", "until": "done", "timeout": 60}).data
+    assert done["states"] == {"delegate": "succeeded"}, done
+    new_patch = patch_of(pilot, job)
+    new_head = pilot.call("artifact", {"artifact_id": new_patch}).data["record"]["head"]
+    assert new_patch != old_patch and new_head != old_head
+    ops = [e["op"] for e in pilot.call("log", {"job": job}).data["events"]]
+    assert "steered" in ops and "followed_up" in ops and "steering_delivered" in ops
+    merged = pilot.call("merge", {"patch": new_patch})
+    assert not merged.is_error, merged.text
+    assert (project / "README.md").read_text() == "world\n"
+
+
+def test_follow_up_and_steer_refuse_bad_targets(pilot: Session, project: Path) -> None:
+    before = swarm_refs(project)
+    assert pilot.call("follow_up", {"target": "nope/x", "instruction": "again"}).is_error
+    assert pilot.call("steer", {"target": "nope", "text": "x"}).is_error
+    assert swarm_refs(project) == before
 
 
 # -- the two-stage start ---------------------------------------------------------------------------------
