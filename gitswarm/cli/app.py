@@ -16,6 +16,7 @@ from gitswarm.cli import (
     help_cmd,
     jobs_cmd,
     mcp_cmd,
+    memory_cmd,
     patch_cmd,
     review_cmd,
     share_cmd,
@@ -92,6 +93,7 @@ COMMANDS = (
     share_cmd.approve,
     review_cmd.audit,
     review_cmd.review,
+    memory_cmd.remember,
     cost_cmd.cost,
     help_cmd.completion,
 )
@@ -103,3 +105,4 @@ app.add_typer(patch_cmd.worktrees_app, name="worktrees")
 app.add_typer(adapters_app, name="adapters")
 app.add_typer(review_cmd.hooks_app, name="hooks")
 app.add_typer(mcp_cmd.mcp_app, name="mcp")
+app.add_typer(memory_cmd.memory_app, name="memory")

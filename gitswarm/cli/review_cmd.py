@@ -36,12 +36,12 @@ def audit(
 
 def review(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(metavar="PATCH|REV", help="A patch artifact id (prefix) or a commit.")],
+    target: Annotated[str, typer.Argument(metavar="PATCH|FINDING|REV", help="A patch, finding or decision artifact id (prefix), or a commit.")],
     accept: Annotated[bool, typer.Option("--accept", help="Accept it.")] = False,
     reject: Annotated[bool, typer.Option("--reject", help="Reject it.")] = False,
     note: Annotated[str | None, typer.Option("--note", help="Why.")] = None,
 ) -> None:
-    """Add your verdict on a patch's head or a commit, as a line of its swarm note."""
+    """Add your verdict on a patch's head, a finding or decision (noted on its job's base), or a commit."""
     from gitswarm.engine.audit import review as add_review  # deferred: see the note in app.py
 
     if accept == reject:

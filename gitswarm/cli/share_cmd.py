@@ -18,7 +18,8 @@ def _pull_text(d: dict) -> str:
     lines = [f"{key}: {', '.join(d[key])}" for key in ("new", "updated", "merged") if d[key]]
     lines += [f"invalid: {job}: {why}" for job, why in sorted(d["invalid"].items())]
     lines += [f"invalid note on {commit}: {why}" for commit, why in sorted(d["invalid_notes"].items())]
-    lines.append(f"unchanged: {len(d['unchanged'])} jobs; notes {d['notes']}")
+    lines += [f"invalid memory: {d['invalid_memory']}"] if d.get("invalid_memory") else []
+    lines.append(f"unchanged: {len(d['unchanged'])} jobs; notes {d['notes']}; memory {d.get('memory', 'unchanged')}")
     return "\n".join(lines)
 
 
@@ -29,7 +30,7 @@ def pull(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
     c = _ctx(ctx)
     report = share.pull(c.swarm(), remote).view()
     c.output.result(report, _pull_text)
-    if report["invalid"] or report["invalid_notes"]:
+    if report["invalid"] or report["invalid_notes"] or report["invalid_memory"]:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -51,7 +52,7 @@ def sync(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
     pulled = share.pull(swarm, remote).view()
     pushed = share.push(swarm, remote)
     c.output.result({"pull": pulled, "push": pushed}, lambda d: _pull_text(d["pull"]) + f"\npushed {len(d['push']['pushed'])} refs")
-    if pulled["invalid"] or pulled["invalid_notes"]:
+    if pulled["invalid"] or pulled["invalid_notes"] or pulled["invalid_memory"]:
         raise typer.Exit(EXIT_FAILED)
 
 

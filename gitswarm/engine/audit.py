@@ -16,11 +16,13 @@ from gitswarm.adapters.base import RunContext
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.check_report import check_view
 from gitswarm.engine.config import load_config
+from gitswarm.engine.memory import auto_promote
 from gitswarm.engine.patches import _store, find_patch, run_plain, worktrees_of
 from gitswarm.engine.swarm import Swarm, verdict_view
 from gitswarm.engine.verify import nothing_to_check, verify
 from gitswarm.model.artifacts import BlobRef, Patch, Verdict
-from gitswarm.model.errors import BadInput
+from gitswarm.model.errors import BadInput, NotFound
+from gitswarm.model.provenance import ABOUT
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.spec import parse_duration
 from gitswarm.store.diffs import binary_diff, root_diff
@@ -78,22 +80,45 @@ def person(swarm: Swarm) -> str:
 
 
 def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> dict:
-    """A person's verdict on a patch's head (PATCH is an artifact id prefix) or on a commit."""
+    """A person's verdict on a patch's head (PATCH is an artifact id prefix), on a finding or a
+    decision (noted on its job's base, deciding for that artifact alone), or on a commit."""
     job, task = AUDIT, None
-    try:
-        _, patch, _ = find_patch(swarm, target)
-        commit, job, task = patch.head, patch.job, patch.task
-    except BadInput:
-        commit = resolve_commit(swarm, target)
+    evidence = {"note": note} if note else {}
+    about = reviewed_artifact(swarm, target)
+    if about is not None:  # a finding or decision: noted on its job's base, deciding for it alone
+        artifact_id, commit, job, task = about
+        evidence[ABOUT] = artifact_id
+    else:
+        try:
+            _, patch, _ = find_patch(swarm, target)
+            commit, job, task = patch.head, patch.job, patch.task
+        except BadInput:
+            commit = resolve_commit(swarm, target)
     who = person(swarm)
     verdict = Verdict(
         job=job, task=task, created=swarm.clock(), producer="person", head=commit,
         status="complete" if accept else "incomplete", integrity="clean", contract="aligned" if accept else "needs_revision",
-        accepted=accept, reviewer=who, evidence={"note": note} if note else {},
+        accepted=accept, reviewer=who, evidence=evidence,
     )
     notes = swarm.verdict_notes()
     notes.add(verdict, swarm.clock())
-    return {"commit": commit, "reviewer": who, "accepted": accept, "note": note, "signed": notes.config.key is not None}
+    remembered = auto_promote(swarm.repo, swarm.refs, job, task, swarm.clock) if accept and job != AUDIT else []
+    view = {"commit": commit, "reviewer": who, "accepted": accept, "note": note, "signed": notes.config.key is not None}
+    return view | ({"artifact": about[0]} if about else {}) | ({"remembered": remembered} if remembered else {})
+
+
+def reviewed_artifact(swarm: Swarm, target: str) -> tuple[str, str, str, str | None] | None:
+    """(artifact id, its job's base, job, task) when TARGET names a finding or a decision; else None."""
+    try:
+        found = swarm.artifact(target)
+    except (BadInput, NotFound):
+        return None
+    if found["record"].get("kind") not in ("finding", "decision"):
+        return None
+    base = swarm.refs.snapshot(found["job"], swarm.index.job_tip(found["job"])).job.base
+    if base is None:
+        raise BadInput(f"{found['record']['kind']} {found['id'][:12]}: its job has no base commit to note a review on")
+    return found["id"], base, found["job"], found["record"].get("task")
 
 
 def verdicts_on(swarm: Swarm, commit: str) -> list[dict]:

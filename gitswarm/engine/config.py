@@ -25,6 +25,11 @@
     command = ["notify-send", "gitswarm"]  # run per event, the event as JSON on stdin (a string: sh -c)
     events = ["job_finished", "job_failed", "approval_needed", "patch_verified", "patch_rejected"]
     timeout = "10s"                      # then the command is killed; failures go to .git/gitswarm/logs/notify.log
+
+    [memory]
+    auto = false                         # promote a task's accepted results to memory when its verdict accepts
+    budget_tokens = 1000                 # what memory may take of a prompt packet; 0 = none
+    max_age_days = 90                    # records older than this are left out of packets
 """
 
 from __future__ import annotations
@@ -76,6 +81,12 @@ class NotifyConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
     timeout: str | float = 10.0
 
 
+class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    auto: bool = False  # promote accepted results to memory as verdicts accept them
+    budget_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 1000  # of a packet, for memory
+    max_age_days: Annotated[float, msgspec.Meta(gt=0, le=36_500)] = 90.0  # older records stay out of packets
+
+
 class WorktreesConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     root: Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")] | None = None
 
@@ -86,6 +97,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     hooks: HooksConfig = msgspec.field(default_factory=HooksConfig)
     pull: PullConfig = msgspec.field(default_factory=PullConfig)
     worktrees: WorktreesConfig = msgspec.field(default_factory=WorktreesConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
 
 

@@ -54,8 +54,10 @@ def job_prefix(goal: str) -> str:
 
 
 def build_packet(
-    snapshot: Snapshot, spec: TaskSpec, read_blob: Callable[[str], bytes], budget_tokens: int = PACKET_TOKENS
+    snapshot: Snapshot, spec: TaskSpec, read_blob: Callable[[str], bytes], budget_tokens: int = PACKET_TOKENS,
+    memory: str = "",
 ) -> str:
+    """`memory`: the section of remembered accepted results (engine/memory_packet.py), or ""."""
     parts = [job_prefix(snapshot.job.goal), f"\n# Your task: {spec.id}\n\n{(spec.prompt or '').strip()}\n"]
     if spec.checks:
         parts.append("\nThese checks must pass afterwards: " + "; ".join(f"`{c}`" for c in spec.checks) + "\n")
@@ -72,6 +74,7 @@ def build_packet(
         parts.append("\n# What the tasks you depend on left\n\n" + "\n".join(kept))
         if omitted:
             parts.append(f"\n({omitted} more left out to keep this short.)\n")
+    parts.append(memory)
     parts.append(ANALYZE_ANSWER.format(schema=SCHEMA_TEXT) if spec.mode == "analyze" else IMPLEMENT_ANSWER)
     return "".join(parts)
 

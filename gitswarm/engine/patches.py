@@ -9,6 +9,7 @@ from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import worktree_root
+from gitswarm.engine.memory import auto_promote
 from gitswarm.engine.merge import (
     ConflictError,
     Mode,
@@ -104,6 +105,8 @@ def verify_now(swarm: Swarm, prefix: str) -> dict:
     recorded = swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
     verdict = result.verdict
     Notifier.of(swarm).verdict(verdict, recorded[-1])
+    if verdict.accepted:
+        auto_promote(swarm.repo, swarm.refs, patch.job, patch.task, swarm.clock)
     return {
         "patch": patch_id,
         "head": patch.head,

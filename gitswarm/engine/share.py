@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitswarm.engine.config import load_config
+from gitswarm.engine.memory_share import pull_memory
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFailed
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
@@ -25,6 +26,7 @@ from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.intake import Intake, PullLimits
 from gitswarm.store.jobs import COMMITTER
+from gitswarm.store.memory import MEMORY_REF
 from gitswarm.store.notes_intake import pull_notes
 from gitswarm.store.oplog import Merged, check_tip, merge_job
 from gitswarm.store.remote import GitTransport
@@ -45,12 +47,14 @@ class PullReport:
     invalid: dict[str, str] = field(default_factory=dict)
     notes: str = "unchanged"
     invalid_notes: dict[str, str] = field(default_factory=dict)  # note path -> why its lines were dropped
+    memory: str = "unchanged"  # the memory ref: unchanged, new, updated, merged or invalid
+    invalid_memory: str | None = None  # why the pulled memory was refused
 
     def view(self) -> dict:
         return {
             "remote": self.remote, "new": self.new, "updated": self.updated, "merged": self.merged,
             "unchanged": self.unchanged, "invalid": self.invalid, "notes": self.notes,
-            "invalid_notes": self.invalid_notes,
+            "invalid_notes": self.invalid_notes, "memory": self.memory, "invalid_memory": self.invalid_memory,
         }
 
 
@@ -90,7 +94,9 @@ def _shadow(key: str) -> str:
 def fetch(swarm: Swarm, remote: str, key: str) -> None:
     prefix = _shadow(key)
     try:
-        transport(swarm).fetch(remote, [f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*"])
+        transport(swarm).fetch(remote, [
+            f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*", f"+{MEMORY_REF}*:{prefix}memory*",
+        ])
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
 
@@ -142,6 +148,7 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
         getattr(report, outcome).append(plan.job)
     who = (COMMITTER, f"{swarm.actor}@gitswarm")
     report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
+    report.memory, report.invalid_memory = pull_memory(swarm, repo.read_ref(f"{prefix}memory"), intake)
     return report
 
 
@@ -198,6 +205,7 @@ def push(swarm: Swarm, remote: str) -> dict:
     pulls = []
     for attempt in range(PUSH_ATTEMPTS):
         specs = refspecs + ([f"{layout.NOTES_REF}:{layout.NOTES_REF}"] if swarm.repo.read_ref(layout.NOTES_REF) else [])
+        specs += [f"{MEMORY_REF}:{MEMORY_REF}"] if swarm.repo.read_ref(MEMORY_REF) else []
         done = transport(swarm).push(remote, specs)
         if not done.ok:
             if not done.remote_moved or attempt == PUSH_ATTEMPTS - 1:
@@ -205,8 +213,9 @@ def push(swarm: Swarm, remote: str) -> dict:
                 raise WorkFailed(f"push to {remote} failed: {said}")
             pulled = pull(swarm, remote)  # the remote moved: merge its state, then try again
             pulls.append(pulled.view())
-            if pulled.invalid:
-                named = "; ".join(f"{job}: {why}" for job, why in sorted(pulled.invalid.items()))
+            if pulled.invalid or pulled.invalid_memory:
+                refused = {**pulled.invalid, **({"memory": pulled.invalid_memory} if pulled.invalid_memory else {})}
+                named = "; ".join(f"{job}: {why}" for job, why in sorted(refused.items()))
                 raise WorkFailed(f"push to {remote}: the remote holds state that cannot be merged ({named})")
             continue
         return {"remote": remote, "pushed": sorted(done.pushed), "attempts": attempt + 1, "pulls": pulls}

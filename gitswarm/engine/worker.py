@@ -20,10 +20,12 @@ from pathlib import Path
 from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
-from gitswarm.engine.config import worktree_root
+from gitswarm.engine.config import load_config, worktree_root
 from gitswarm.engine.continuation import continuation
 from gitswarm.engine.delegation import Delegation
 from gitswarm.engine.integrity import runs_in_users_tree
+from gitswarm.engine.memory import auto_promote
+from gitswarm.engine.memory_packet import memory_section
 from gitswarm.engine.packet import build_packet
 from gitswarm.engine.readonly import ReadOnly
 from gitswarm.engine.steering import deliver
@@ -180,7 +182,9 @@ class Worker:
         snapshot = self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
         budget = snapshot.job.budget
         left = None if budget is None or budget.max_usd is None else max(budget.max_usd - snapshot.state.spent_usd, 0.0)
-        packet = build_packet(snapshot, lease.spec, self.ledger.refs.repo.read_blob)
+        repo = self.ledger.refs.repo
+        recalled = memory_section(repo, self.ledger.refs, snapshot.job, lease.spec, lease.base, load_config(repo.workdir).memory, self.clock())
+        packet = build_packet(snapshot, lease.spec, repo.read_blob, memory=recalled)
         # A follow-up's continuation and the steering delivered to this attempt come last: they are its newest word.
         task = snapshot.task(lease.task)
         sections = continuation(snapshot, task, self.ledger.refs.repo.read_blob) + deliver(self.ledger, lease, snapshot, 0, self.clock())
@@ -231,6 +235,8 @@ class Worker:
                 self.next_lease = self._write(lease, outcome)
         except LeaseLost as exc:
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
+        if outcome.ok and lease.spec.mode == "implement":  # its verdict accepted: memory, if `[memory] auto`
+            auto_promote(self.ledger.refs.repo, self.ledger.refs, lease.job, lease.task, self.clock)
         return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
 
     def _write(self, lease: Lease, outcome: Outcome) -> Lease | None:

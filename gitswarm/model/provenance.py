@@ -57,9 +57,15 @@ def signed_by(principal: str) -> str:
     return f"signed by {principal}"
 
 
-def deciding(weighed: list[Weighed]) -> Weighed | None:
-    """The verdict that decides: the latest counted one, a rejection winning a tie; None if none counts."""
-    counted = [w for w in weighed if w.counted]
+#: The evidence key of a person's review of one artifact (a finding, a decision) rather than of the
+#: commit it is noted on: such a verdict decides only for that artifact, never for the commit.
+ABOUT = "artifact"
+
+
+def deciding(weighed: list[Weighed], about: str | None = None) -> Weighed | None:
+    """The verdict that decides: the latest counted one, a rejection winning a tie; None if none counts.
+    `about`: for that artifact (its reviews), instead of for the commit itself."""
+    counted = [w for w in weighed if w.counted and w.verdict.evidence.get(ABOUT) == about]
     if not counted:
         return None
     return max(counted, key=lambda w: (w.verdict.created, not w.verdict.accepted, w.id))
