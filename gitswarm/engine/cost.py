@@ -1,5 +1,9 @@
 """`gitswarm cost`: what agent runs spent, from the stored run artifacts alone (no model call).
 
+It reads the index's runs table (store/index: one row per run artifact,
+filled as runs are recorded and when a job is indexed from its ref), so it
+reads no record from git.
+
 Every `run` artifact of an agent adapter (not `shell`) counts once: its
 tokens, and its cost in USD when known — reported by the CLI, or priced from
 its tokens at the run (`cost_estimated`). A run whose cost is unknown (no
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.artifacts import Run
+from gitswarm.store.index.queries import RunRow
 from gitswarm.model.errors import BadInput
 
 NO_MODEL = "shell"  # the adapter that runs commands, not models
@@ -34,13 +38,13 @@ class Tally:
     unknown: int = 0  # runs whose cost is unknown
     unknown_tokens: int = 0  # the tokens those runs spent
 
-    def add(self, run: Run) -> None:
+    def add(self, run: RunRow) -> None:
         self.runs += 1
         self.input_tokens += run.input_tokens or 0
         self.output_tokens += run.output_tokens or 0
         if run.cost_usd is None:
             self.unknown += 1
-            self.unknown_tokens += run.tokens
+            self.unknown_tokens += (run.input_tokens or 0) + (run.output_tokens or 0)
             return
         self.usd += run.cost_usd
         if run.cost_estimated:
@@ -59,7 +63,7 @@ class Spending:
     total: Tally = field(default_factory=Tally)
     by: dict[str, dict[str, Tally]] = field(default_factory=lambda: {k: {} for k in ("adapter", "model", "tier", "job")})
 
-    def add(self, run: Run) -> None:
+    def add(self, run: RunRow) -> None:
         self.total.add(run)
         keys = {"adapter": run.adapter, "model": run.model or "(unknown)", "tier": run.tier or "(none)", "job": run.job}
         for by, key in keys.items():
@@ -85,17 +89,9 @@ def parse_since(text: str, now: float) -> float:
     return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def agent_runs(swarm: Swarm, since: float | None = None) -> Iterable[Run]:
-    """Every stored run of an agent adapter, oldest job first; those made before `since` left out."""
-    for job in sorted(swarm.index.jobs(), key=lambda j: (j["created"], j["id"])):
-        ids = [row.id for row in swarm.index.artifacts(job["id"]) if row.kind == "run"]
-        if not ids:
-            continue
-        snapshot = swarm.refs.snapshot(job["id"], swarm.index.job_tip(job["id"]))
-        for artifact_id in ids:
-            run = snapshot.artifact(artifact_id, Run)
-            if run.adapter != NO_MODEL and (since is None or run.created >= since):
-                yield run
+def agent_runs(swarm: Swarm, since: float | None = None) -> Iterable[RunRow]:
+    """Every stored run of an agent adapter, oldest first; those made before `since` left out."""
+    return (run for run in swarm.index.runs(since) if run.adapter != NO_MODEL)
 
 
 def spending(swarm: Swarm, since: str | None = None) -> dict:

@@ -83,3 +83,11 @@ def test_cost_writes_nothing_and_needs_no_index(repo: Path) -> None:
     result = cli(repo, "--json", "cost")
     assert result.code == 0 and result.json()["total"]["runs"] == 0
     assert not (repo / ".git" / "gitswarm" / "index.sqlite").exists()
+
+
+def test_cost_reads_the_same_from_an_index_rebuilt_from_the_refs(repo: Path, jobs: tuple[str, str]) -> None:
+    before = cli(repo, "--json", "cost").json()
+    assert cli(repo, "index", "rebuild").code == 0
+    assert cli(repo, "--json", "cost").json() == before
+    (repo / ".git" / "gitswarm" / "index.sqlite").unlink()  # a clone with no index yet: built in memory, written nowhere
+    assert cli(repo, "--json", "cost").json() == before

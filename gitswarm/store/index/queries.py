@@ -53,6 +53,21 @@ class ArtifactRow(NamedTuple):
     kind: str
 
 
+class RunRow(NamedTuple):
+    """What a `run` artifact says of its cost (the runs table)."""
+
+    id: str
+    job: str
+    adapter: str
+    model: str | None
+    tier: str | None
+    created: float
+    cost_usd: float | None
+    cost_estimated: int
+    input_tokens: int | None
+    output_tokens: int | None
+
+
 class ArtifactMatch(NamedTuple):
     """An artifact found by id prefix, and the job it belongs to."""
 
@@ -120,6 +135,13 @@ class IndexQueries:
             "SELECT id, job FROM artifacts WHERE id >= ? AND id < ? ORDER BY id", (prefix, prefix + "\uffff")
         )
         return list(map(ArtifactMatch._make, rows))
+
+    def runs(self, since: float | None = None) -> list[RunRow]:
+        """Every run artifact's cost row, oldest first; those made before `since` left out."""
+        rows = self.db.execute(
+            "SELECT * FROM runs WHERE created >= ? ORDER BY created, id", (since if since is not None else float("-inf"),)
+        )
+        return list(map(RunRow._make, rows))
 
     def artifacts(self, job_id: str) -> list[ArtifactRow]:
         rows = self.db.execute("SELECT id, task, kind FROM artifacts WHERE job = ? ORDER BY id", (job_id,))

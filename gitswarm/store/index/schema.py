@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-INDEX_FORMAT = 3  # 2: tasks.not_before, leases without pgid; 3: tasks_queued_by_job
+INDEX_FORMAT = 4  # 2: tasks.not_before, leases without pgid; 3: tasks_queued_by_job; 4: runs
 BUSY_TIMEOUT_MS = 60_000
-TABLES = ("jobs", "tasks", "leases", "artifacts")
+TABLES = ("jobs", "tasks", "leases", "artifacts", "runs")
 
 SCHEMA = """
 CREATE TABLE jobs (
@@ -63,6 +63,20 @@ CREATE TABLE artifacts (
     PRIMARY KEY (id, job)
 ) WITHOUT ROWID;
 CREATE INDEX artifacts_by_job ON artifacts (job);
+CREATE TABLE runs (
+    id TEXT NOT NULL,
+    job TEXT NOT NULL,
+    adapter TEXT NOT NULL,
+    model TEXT,
+    tier TEXT,
+    created REAL NOT NULL,
+    cost_usd REAL,
+    cost_estimated INTEGER NOT NULL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    PRIMARY KEY (id, job)
+) WITHOUT ROWID;
+CREATE INDEX runs_by_job ON runs (job);
 """
 
 

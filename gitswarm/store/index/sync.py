@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from gitswarm.model.artifacts import Artifact, artifact_id
+from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.errors import BadInput, CorruptRecord, NewerFormat
 from gitswarm.model.ids import check_job_id
 from gitswarm.model.records import Job, JobState, Task, TaskState
@@ -99,7 +99,7 @@ class IndexSync(IndexConnection):
         return moved, gone, current
 
     def _forget(self, job_id: str) -> None:
-        for table, column in (("jobs", "id"), ("tasks", "job"), ("leases", "job"), ("artifacts", "job")):
+        for table, column in (("jobs", "id"), ("tasks", "job"), ("leases", "job"), ("artifacts", "job"), ("runs", "job")):
             self.db.execute(f"DELETE FROM {table} WHERE {column} = ?", (job_id,))
 
     def reindex(self, snapshot: Snapshot) -> None:
@@ -120,11 +120,14 @@ class IndexSync(IndexConnection):
                 kept = leases.get((task.id, task.claims))
                 expires, heartbeat = kept if kept else (task.lease_expires or 0.0, task.updated)
                 self._put_lease(snapshot.job_id, task, max(expires, task.lease_expires or 0.0), heartbeat)
-        rows = []
+        rows, runs = [], []
         for artifact_id_ in snapshot.artifact_ids():
             artifact = snapshot.artifact(artifact_id_)
             rows.append((artifact_id_, snapshot.job_id, artifact.task, artifact.__struct_config__.tag))
+            if isinstance(artifact, Run):
+                runs.append(_run_row(artifact_id_, snapshot.job_id, artifact))
         db.executemany("INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?)", rows)
+        db.executemany(f"INSERT OR IGNORE INTO runs VALUES {RUN_ROW}", runs)
 
     def record(
         self, job: Job, state: JobState, tip: str, tasks: Iterable[Task], artifacts: Iterable[Artifact] = ()
@@ -139,10 +142,13 @@ class IndexSync(IndexConnection):
             else:
                 db.execute("DELETE FROM leases WHERE job = ? AND task = ?", (job.id, task.id))
         for artifact in artifacts:
+            found = artifact_id(artifact)
             db.execute(
                 "INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?)",
-                (artifact_id(artifact), job.id, artifact.task, artifact.__struct_config__.tag),
+                (found, job.id, artifact.task, artifact.__struct_config__.tag),
             )
+            if isinstance(artifact, Run):
+                db.execute(f"INSERT OR IGNORE INTO runs VALUES {RUN_ROW}", _run_row(found, job.id, artifact))
 
     def _put_job(self, job: Job, state: JobState, tip: str) -> None:
         self.db.execute(
@@ -167,3 +173,12 @@ class IndexSync(IndexConnection):
             " heartbeat = excluded.heartbeat WHERE leases.token != excluded.token OR leases.owner != excluded.owner",
             (job_id, task.id, task.owner or "", task.claims, expires, heartbeat),
         )
+
+
+RUN_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _run_row(found: str, job_id: str, run: Run) -> tuple:
+    """What `gitswarm cost` reads of a run, so that it reads no artifact (store/index/queries.py runs)."""
+    return (found, job_id, run.adapter, run.model, run.tier, run.created, run.cost_usd, int(run.cost_estimated),
+            run.input_tokens, run.output_tokens)
