@@ -19,8 +19,9 @@ from gitswarm.adapters.pricing import PriceTable, run_cost
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.report import AgentReport, read_report
 from gitswarm.adapters.sessions import keep, restore
-from gitswarm.model.answers import ANSWER_SCHEMA, SCHEMA_TEXT, answer_artifacts, parse_answer
+from gitswarm.model.answers import answer_artifacts, answer_schema, parse_answer, schema_text
 from gitswarm.model.artifacts import Run
+from gitswarm.model.browser import is_browser
 from gitswarm.model.records import TaskSpec
 
 PROMPT_FILE = "prompt.md"
@@ -37,6 +38,7 @@ class AgentAdapter:
     def invocation(self, task: TaskSpec, ctx: RunContext) -> Invocation:
         spec = self.spec
         prompt = ctx.prompt if ctx.prompt is not None else task.prompt or ""
+        browser = is_browser(task.needs)
         scratch = make_scratch()
         try:
             env = run_environment(spec, ctx.base_env, task.env, scratch / "home")
@@ -45,7 +47,7 @@ class AgentAdapter:
                 "prompt": prompt,
                 "workdir": str(ctx.workdir),
                 "model": task.model or spec.model or "",
-                "schema": SCHEMA_TEXT if task.mode == "analyze" else "",
+                "schema": schema_text(browser) if task.mode == "analyze" else "",
                 "schema_file": str(scratch / SCHEMA_FILE) if task.mode == "analyze" else "",
                 "prompt_file": str(scratch / PROMPT_FILE),
                 "usage_file": str(scratch / USAGE_FILE),
@@ -55,8 +57,8 @@ class AgentAdapter:
             }
             (scratch / PROMPT_FILE).write_text(prompt)
             if task.mode == "analyze":
-                (scratch / SCHEMA_FILE).write_text(json.dumps(ANSWER_SCHEMA, indent=2))
-            template = spec.args_for(task.mode)
+                (scratch / SCHEMA_FILE).write_text(json.dumps(answer_schema(browser), indent=2))
+            template = spec.args_for(task.mode, browser)
             if template is None:
                 argv = [spec.executable] + ([prompt] if spec.prompt == "arg" else [])
             else:

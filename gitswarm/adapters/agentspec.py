@@ -78,6 +78,7 @@ OUTPUT_FIELDS = ("text", "error", "error_text", "denials", "session", "cost_usd"
 class ModeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     args: list[Arg]
     denials: Field | None = None  # in this mode, read in place of [output] denials
+    browser_args: list[Arg] | None = None  # in this mode, for a task that needs `browser` (else args)
 
 
 class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -133,9 +134,12 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     approve: bool = False  # runs act outside the repository: tasks need approval
     resume: ResumeSpec | None = None  # how to resume a session; None: it cannot be
 
-    def args_for(self, mode: str) -> list[Arg] | None:
+    def args_for(self, mode: str, browser: bool = False) -> list[Arg] | None:
+        """The argument template of a run in `mode`; for a browser task, the mode's `browser_args` if it has them."""
         chosen = self.implement if mode == "implement" else self.analyze
-        return chosen.args if chosen is not None else self.args
+        if chosen is None:
+            return self.args
+        return chosen.browser_args if browser and chosen.browser_args is not None else chosen.args
 
     def output_for(self, mode: str) -> OutputSpec:
         """How to read a run in this mode: `[output]`, with the mode's own `denials` if it has one."""
@@ -147,7 +151,8 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     def flags(self) -> list[str]:
         """Every flag the spec's argument templates use, for the preflight check."""
         found: list[str] = []
-        for args in (self.args, self.analyze and self.analyze.args, self.implement and self.implement.args):
+        modes = [mode for mode in (self.analyze, self.implement) if mode is not None]
+        for args in (self.args, *(mode.args for mode in modes), *(mode.browser_args for mode in modes)):
             for arg in args or ():
                 for word in [arg] if isinstance(arg, str) else arg:
                     flag = word.split("=", 1)[0]
@@ -195,7 +200,9 @@ def _check(spec: AgentSpec, source: str) -> None:
         except BadInput as exc:
             fail(str(exc))
     for where, args in (("args", spec.args), ("analyze.args", spec.analyze and spec.analyze.args),
-                        ("implement.args", spec.implement and spec.implement.args), ("resume.args", spec.resume and spec.resume.args)):
+                        ("implement.args", spec.implement and spec.implement.args), ("resume.args", spec.resume and spec.resume.args),
+                        ("analyze.browser_args", spec.analyze and spec.analyze.browser_args),
+                        ("implement.browser_args", spec.implement and spec.implement.browser_args)):
         for arg in args or ():
             for word in [arg] if isinstance(arg, str) else arg:
                 for name in _placeholders(word, f"{where}: {word!r}", fail):
@@ -204,6 +211,12 @@ def _check(spec: AgentSpec, source: str) -> None:
     if spec.args is not None and spec.analyze is not None and spec.implement is not None:
         fail("args: unused, since [analyze] and [implement] both have their own args")
     used = {name for args in (spec.args_for("analyze"), spec.args_for("implement")) for name in _all_placeholders(args)}
+    for mode in ("analyze", "implement"):
+        browser = spec.args_for(mode, browser=True)
+        needed = _all_placeholders(spec.args_for(mode)) & {"prompt_file", "usage_file"}
+        missing = sorted(needed - _all_placeholders(browser))
+        if missing:
+            fail(f"{mode}.browser_args: needs {', '.join('{' + name + '}' for name in missing)} as {mode}.args has")
     if spec.prompt == "file" and "prompt_file" not in used:
         fail('prompt = "file" needs {prompt_file} in the arguments')
     if spec.output.usage_file and "usage_file" not in used:

@@ -22,7 +22,8 @@ def known_adapters(workdir: Path | None) -> list[str]:
 def adapter_facts(workdir: Path | None) -> AdapterFacts:
     """Adapter names, their capabilities and the routing of `needs` in the repository at `workdir`."""
     registry = repo_registry(workdir)
-    routing = load_config(workdir).adapters
+    config = load_config(workdir)
+    routing = config.adapters
 
     def capabilities(name: str) -> tuple[str, ...]:
         return registry.found(name).capabilities
@@ -34,4 +35,11 @@ def adapter_facts(workdir: Path | None) -> AdapterFacts:
     def route(needs: tuple[str, ...]) -> str:
         return registry.route(needs, routing.prefer, routing.disabled)
 
-    return AdapterFacts(names=registry.names(), capabilities=capabilities, needs_approval=needs_approval, route=route)
+    def model(name: str) -> str | None:
+        spec = registry.found(name).spec
+        return spec.model if spec is not None else None
+
+    return AdapterFacts(
+        names=registry.names(), capabilities=capabilities, needs_approval=needs_approval, route=route, model=model,
+        browser_models=config.browser.models,
+    )

@@ -30,6 +30,16 @@
     auto = false                         # promote a task's accepted results to memory when its verdict accepts
     budget_tokens = 1000                 # what memory may take of a prompt packet; 0 = none
     max_age_days = 90                    # records older than this are left out of packets
+
+    [browser]
+    models = ["claude-opus-4-*"]         # the only models browser tasks may run on (names or fnmatch
+                                         # patterns); a browser task on another is refused at submit; unset: any
+
+    [skills]
+    dirs = [".gitswarm/skills"]          # folders of SKILL.md files (in the repository or the user's
+                                         # gitswarm config folder); unset or []: no skills
+    max_skills = 3                       # bodies put into one prompt packet
+    max_tokens = 1200                    # what they may take of it in all
 """
 
 from __future__ import annotations
@@ -87,6 +97,16 @@ class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
     max_age_days: Annotated[float, msgspec.Meta(gt=0, le=36_500)] = 90.0  # older records stay out of packets
 
 
+class BrowserConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    models: list[Annotated[str, msgspec.Meta(min_length=1)]] | None = None  # the floor for browser work; None: none
+
+
+class SkillsConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    dirs: list[Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")]] = []  # []: skills are off
+    max_skills: Annotated[int, msgspec.Meta(ge=0, le=20)] = 3  # bodies in one packet
+    max_tokens: Annotated[int, msgspec.Meta(ge=0, le=20_000)] = 1200  # what they may take of it in all
+
+
 class WorktreesConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     root: Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")] | None = None
 
@@ -99,6 +119,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     worktrees: WorktreesConfig = msgspec.field(default_factory=WorktreesConfig)
     memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
+    browser: BrowserConfig = msgspec.field(default_factory=BrowserConfig)
+    skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
 
 
 def load_config(workdir: Path | None) -> Config:

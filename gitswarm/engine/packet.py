@@ -2,7 +2,8 @@
 
 The job's goal and the rules of the swarm first, identical byte for byte for
 every task of the job (so a provider's prompt cache can reuse it); then the
-worker's own task; then what the tasks it depends on left behind (failed
+skills chosen for the task, if the repository configures any; then the
+worker's own task (a browser task's with its guardrails); then what the tasks it depends on left behind (failed
 checks, decisions, findings, patches), most useful first, trimmed to a token
 budget; then how to answer.
 """
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gitswarm.model.answers import SCHEMA_TEXT
+from gitswarm.model.answers import schema_text
 from gitswarm.model.artifacts import Artifact, Check, Decision, Finding, Patch
+from gitswarm.model.browser import GUARDRAILS, is_browser
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.jobs import Snapshot
 
@@ -39,6 +41,16 @@ Do not change any file. Answer with exactly one JSON object, and nothing after i
 Its JSON schema: {schema}
 """
 
+BROWSER_ANSWER = """
+# How to answer
+
+Do not change any file. Answer with exactly one JSON object, and nothing after it:
+{{"findings": [{{"title": "...", "body": "...", "confidence": 0.0-1.0, "severity": "info|low|medium|high|critical",
+   "evidence": "the requests this finding relies on: method, URL, status, the relevant part of the body"}}],
+ "decisions": [{{"title": "...", "rationale": "..."}}]}}
+Its JSON schema: {schema}
+"""
+
 IMPLEMENT_ANSWER = """
 # How to work
 
@@ -48,6 +60,9 @@ you leave, re-runs the checks on a clean checkout, and only then accepts it.
 End with a short summary of what you changed.
 """
 
+BROWSER_IMPLEMENT = """In your summary, name the network evidence (method, URL, status, body) that shows the change works.
+"""
+
 
 def job_prefix(goal: str) -> str:
     return JOB_PREFIX.format(goal=goal.strip())
@@ -55,12 +70,16 @@ def job_prefix(goal: str) -> str:
 
 def build_packet(
     snapshot: Snapshot, spec: TaskSpec, read_blob: Callable[[str], bytes], budget_tokens: int = PACKET_TOKENS,
-    memory: str = "",
+    memory: str = "", skills: str = "",
 ) -> str:
-    """`memory`: the section of remembered accepted results (engine/memory_packet.py), or ""."""
-    parts = [job_prefix(snapshot.job.goal), f"\n# Your task: {spec.id}\n\n{(spec.prompt or '').strip()}\n"]
+    """`memory`: the section of remembered accepted results (engine/memory_packet.py), or "";
+    `skills`: the section of skills chosen for the task (engine/skills.py), or ""."""
+    browser = is_browser(spec.needs)
+    parts = [job_prefix(snapshot.job.goal), skills, f"\n# Your task: {spec.id}\n\n{(spec.prompt or '').strip()}\n"]
     if spec.checks:
         parts.append("\nThese checks must pass afterwards: " + "; ".join(f"`{c}`" for c in spec.checks) + "\n")
+    if browser:
+        parts.append(GUARDRAILS)
     notes = dependency_notes(snapshot, spec, read_blob)
     if notes:
         budget = budget_tokens * CHARS_PER_TOKEN
@@ -75,7 +94,10 @@ def build_packet(
         if omitted:
             parts.append(f"\n({omitted} more left out to keep this short.)\n")
     parts.append(memory)
-    parts.append(ANALYZE_ANSWER.format(schema=SCHEMA_TEXT) if spec.mode == "analyze" else IMPLEMENT_ANSWER)
+    if spec.mode == "analyze":
+        parts.append((BROWSER_ANSWER if browser else ANALYZE_ANSWER).format(schema=schema_text(browser)))
+    else:
+        parts.append(IMPLEMENT_ANSWER + (BROWSER_IMPLEMENT if browser else ""))
     return "".join(parts)
 
 
@@ -113,11 +135,13 @@ def _note(task: str, artifact: Artifact, read_blob: Callable[[str], bytes]) -> s
             return _cut(f"- [{task}] check failed: `{shown}` exit {code}\n```\n{tail}\n```")
         case Decision(title=title, rationale=rationale):
             return _cut(f"- [{task}] decision: {title}" + (f" ({rationale})" if rationale else ""))
-        case Finding(title=title, body=body, confidence=confidence, low_confidence=low):
+        case Finding(title=title, body=body, confidence=confidence, low_confidence=low, evidence=evidence):
             flag = ", unstructured" if low else ""
             text = f"- [{task}] finding (confidence {confidence:.2f}{flag}): {title}"
             if body.strip() and body.strip() != title:
                 text += f"\n  {body.strip()}"
+            if isinstance(evidence, str) and evidence.strip():
+                text += f"\n  evidence: {evidence.strip()}"
             return _cut(text)
         case Patch(base=base, head=head, files=files):
             changed = ", ".join(f"{f.path} (+{f.added}/-{f.deleted})" for f in files[:20])

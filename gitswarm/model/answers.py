@@ -4,10 +4,13 @@ The agent is asked for one JSON object of findings and decisions (through
 the CLI's schema flag where it has one, and always in the prompt). A valid
 answer becomes `finding` and `decision` artifacts; anything else (prose, a
 malformed object) becomes one low-confidence finding, flagged as such.
+A browser task's findings also carry `evidence`: the network evidence (request
+URL, status, body) each relies on, kept on the finding artifact.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, Literal, TypedDict
 
@@ -52,12 +55,37 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 SCHEMA_TEXT = json.dumps(ANSWER_SCHEMA, sort_keys=True, separators=(",", ":"))
 
+# A browser task's answer: every finding names the network evidence it relies on.
+BROWSER_ANSWER_SCHEMA: dict[str, Any] = copy.deepcopy(ANSWER_SCHEMA)
+_BROWSER_FINDING = BROWSER_ANSWER_SCHEMA["properties"]["findings"]["items"]
+_BROWSER_FINDING["required"].append("evidence")
+_BROWSER_FINDING["properties"]["evidence"] = {"type": "string"}
+BROWSER_SCHEMA_TEXT = json.dumps(BROWSER_ANSWER_SCHEMA, sort_keys=True, separators=(",", ":"))
+EVIDENCE_CHARS = 4000
+
+
+def answer_schema(browser: bool = False) -> dict[str, Any]:
+    return BROWSER_ANSWER_SCHEMA if browser else ANSWER_SCHEMA
+
+
+def schema_text(browser: bool = False) -> str:
+    return BROWSER_SCHEMA_TEXT if browser else SCHEMA_TEXT
+
 
 class _FindingIn(msgspec.Struct, forbid_unknown_fields=True):
     title: str
     body: str = ""
     confidence: float = 0.5
     severity: Severity | None = None
+    evidence: str | dict[str, Any] | list[Any] | None = None  # what it relies on (browser work: the network)
+
+    def evidence_text(self) -> str:
+        """The evidence as text: a string as given, anything structured as canonical JSON; cut at EVIDENCE_CHARS."""
+        value = self.evidence
+        if value is None:
+            return ""
+        text = value.strip() if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+        return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
 
 
 class _DecisionIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -107,7 +135,10 @@ def answer_artifacts(
         title = text.strip().splitlines()[0][:TITLE_CHARS]
         return [Finding(**base, title=title, body=text.strip(), confidence=FALLBACK_CONFIDENCE, low_confidence=True)]
     artifacts: list[Artifact] = [
-        Finding(**base, title=f.title.strip()[:TITLE_CHARS], body=f.body, confidence=f.confidence, severity=f.severity)
+        Finding(
+            **base, title=f.title.strip()[:TITLE_CHARS], body=f.body, confidence=f.confidence, severity=f.severity,
+            evidence=f.evidence_text() or msgspec.UNSET,
+        )
         for f in answer.findings
     ]
     artifacts += [Decision(**base, title=d.title.strip()[:TITLE_CHARS], rationale=d.rationale) for d in answer.decisions]

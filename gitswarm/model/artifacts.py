@@ -62,6 +62,9 @@ class Finding(_Base, tag="finding", kw_only=True, frozen=True):
     confidence: float = 1.0
     severity: str | None = None
     low_confidence: bool = False
+    # What the finding relies on, as the agent gave it (browser work: request URL, status, body). Unset (and so
+    # absent from the encoding, which keeps the ids of findings without it as they were) when none was given.
+    evidence: str | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         _require(bool(self.title.strip()), "finding.title must not be empty")

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from gitswarm.model.browser import BROWSER_TIMEOUT, below_floor, is_browser
 from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
 from gitswarm.model.errors import BadInput, SpecError
 from gitswarm.model.ids import check_task_id
@@ -34,7 +35,7 @@ RepairRounds = Annotated[int, msgspec.Meta(ge=1, le=5)]
 
 class _RawDefaults(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     adapter: str = "shell"
-    timeout: str | float = 600.0
+    timeout: str | float | None = None  # None: 10 minutes (a browser task: 20)
     max_attempts: Attempts = 3
     priority: Priority = 0
     setup: str | None = None
@@ -99,6 +100,8 @@ class AdapterFacts:
     capabilities: Callable[[str], tuple[str, ...]] = lambda name: ()
     needs_approval: Callable[[str], bool] = lambda name: False  # the adapter's spec says `approve = true`
     route: Callable[[tuple[str, ...]], str] | None = None  # picks an adapter for needed capabilities
+    model: Callable[[str], str | None] = lambda name: None  # the adapter spec's default model
+    browser_models: Sequence[str] | None = None  # `[browser] models`: the floor for browser work; None: none
 
 
 def parse_duration(value: str | float, where: str, maximum: float = MAX_TIMEOUT_SECONDS) -> float:
@@ -231,7 +234,7 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
         raise SpecError("tasks: a job needs at least one task")
     defaults = Defaults(
         adapter=raw.defaults.adapter,
-        timeout=parse_duration(raw.defaults.timeout, "defaults.timeout"),
+        timeout=parse_duration(600.0 if raw.defaults.timeout is None else raw.defaults.timeout, "defaults.timeout"),
         max_attempts=raw.defaults.max_attempts,
         priority=raw.defaults.priority,
     )
@@ -279,6 +282,12 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
         if auditor is not None and auditor not in adapters:
             raise SpecError(f"{where}.auditor: unknown adapter {auditor!r}")
         timeout = defaults.timeout if task.timeout is None else parse_duration(task.timeout, f"{where}.timeout")
+        if is_browser(task.needs):
+            if task.timeout is None and raw.defaults.timeout is None:
+                timeout = BROWSER_TIMEOUT
+            refused = below_floor(task.model or facts.model(adapter), facts.browser_models)
+            if refused:
+                raise SpecError(f"{where}: browser task on adapter {adapter!r} {refused}")
         _check_cwd(task.cwd, f"{where}.cwd")
         _check_paths(task.paths, f"{where}.paths")
         _check_env(task.env, f"{where}.env")
