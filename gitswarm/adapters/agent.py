@@ -46,7 +46,7 @@ class AgentAdapter:
             values = {
                 "prompt": prompt,
                 "workdir": str(ctx.workdir),
-                "model": task.model or spec.model or "",
+                "model": self._model(task, ctx) or "",
                 "schema": schema_text(browser) if task.mode == "analyze" else "",
                 "schema_file": str(scratch / SCHEMA_FILE) if task.mode == "analyze" else "",
                 "prompt_file": str(scratch / PROMPT_FILE),
@@ -108,6 +108,12 @@ class AgentAdapter:
         said = answer_artifacts(answer, report.text, ctx.job, ctx.task, ctx.attempt, self.name, now)
         return Outcome(ok=True, artifacts=[run, *said], text=report.text)
 
+    def _model(self, task: TaskSpec, ctx: RunContext) -> str | None:
+        """The model to ask for: the one routing chose (None: the CLI's default), else the task's, else the spec's."""
+        if ctx.route is not None:
+            return ctx.route.model
+        return task.model or self.spec.model
+
     def _error(self, result: ProcessResult, report: AgentReport) -> str | None:
         """Why the run failed, or None. The agent's own error flag and refusals come
         before its exit code: some CLIs exit 0 after a denied edit."""
@@ -136,7 +142,7 @@ class AgentAdapter:
         now: float,
         error: str | None,
     ) -> Run:
-        model = report.model or task.model or self.spec.model
+        model = report.model or self._model(task, ctx)
         cost, estimated = run_cost(report.cost_usd, model, report.input_tokens, report.output_tokens, self.prices)
         stdout, stderr = captured(result, store)
         return Run(
@@ -152,9 +158,12 @@ class AgentAdapter:
             model=model,
             cost_usd=None if cost is None else round(cost, 8),
             cost_estimated=estimated,
+            tier=ctx.route.tier if ctx.route is not None else None,
+            routing=ctx.route.routing if ctx.route is not None else None,
             input_tokens=report.input_tokens,
             output_tokens=report.output_tokens,
             error=error,
+            provider_error=report.provider_error if error is not None else None,
             stdout=stdout,
             stderr=stderr,
         )

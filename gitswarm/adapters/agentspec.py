@@ -13,7 +13,7 @@ import re
 import string
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -21,6 +21,7 @@ from gitswarm.adapters.extends import resolve
 from gitswarm.adapters.names import spec_dirs
 from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
 from gitswarm.model.errors import BadInput
+from gitswarm.model.routing import TIERS
 from gitswarm.model.spec import parse_duration
 
 PLACEHOLDERS = frozenset(
@@ -68,6 +69,9 @@ class OutputSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     session_regex: str | None = None
     model_regex: str | None = None
     error_regex: str | None = None  # a match means the run failed, whatever its exit code (aider exits 0)
+    # a failed run whose output matches failed for a provider reason (quota, an unfunded key, an unknown
+    # model): recorded on the run, and its next attempt may go to `[routing] fallback`
+    provider_error_regex: str | None = None
     drop_lines: list[str] = []  # text output: lines matching any of these are not part of the answer (banners)
 
 
@@ -109,6 +113,16 @@ class ResumeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     keep: list[str] = []
 
 
+class ModelTiers(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """`[models]`: the model of each tier, for routing (model/routing.py); a tier left out is not offered."""
+
+    fast: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    strong: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+
+    def named(self) -> dict[str, str]:
+        return {tier: model for tier in TIERS if (model := getattr(self, tier)) is not None}
+
+
 class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     executable: str
     description: str = ""
@@ -123,6 +137,7 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     analyze: ModeSpec | None = None
     implement: ModeSpec | None = None
     model: str | None = None
+    models: ModelTiers = msgspec.field(default_factory=ModelTiers)  # [models]: fast, strong
     env: dict[str, str] = {}
     pass_env: list[str] = []  # variables taken from the caller's environment when set (keys, endpoints)
     home_files: list[str] = []  # paths under the real home linked into the run's ephemeral home
@@ -225,7 +240,8 @@ def _check(spec: AgentSpec, source: str) -> None:
         getattr(spec.output, key) is not None for key in ("error", "denials", "structured", "session", "cost_usd")
     ) and not spec.output.usage_file:
         fail('output: fields of JSON output need format = "json" or "jsonl" (or usage_file)')
-    for key in ("cost_regex", "input_tokens_regex", "output_tokens_regex", "session_regex", "model_regex", "error_regex"):
+    for key in ("cost_regex", "input_tokens_regex", "output_tokens_regex", "session_regex", "model_regex", "error_regex",
+                "provider_error_regex"):
         pattern = getattr(spec.output, key)
         if pattern is not None:
             try:

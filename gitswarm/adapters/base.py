@@ -11,6 +11,7 @@ from typing import Protocol
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.model.artifacts import Artifact, BlobRef
 from gitswarm.model.records import TaskSpec
+from gitswarm.model.routing import Route
 
 BlobWriter = Callable[[bytes, int], BlobRef]  # (data, bytes dropped) -> a stored blob
 
@@ -40,6 +41,7 @@ class RunContext:
     prompt: str | None = None  # the prompt to send, when it is not the task's own (a repair round)
     budget_usd: float | None = None  # what the job may still spend, when it has a dollar budget
     session: str | None = None  # the agent session to resume (a follow-up with --resume-session)
+    route: Route | None = None  # the model routing chose for this run, and why (model/routing.py)
 
 
 @dataclass

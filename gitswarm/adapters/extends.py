@@ -12,7 +12,9 @@ done on the TOML tables, base first, before the spec is decoded:
   `capabilities`, `[implement] args`...);
 - anything else (strings, numbers, booleans) is replaced;
 - `replace = ["implement.args", ...]` names keys (dotted) whose value in the
-  extending spec replaces the base's as it is, list or table.
+  extending spec replaces the base's as it is, list or table;
+- a spec that sets `model` and no `[models]` drops the base's tiers: its model
+  is the one it runs (an endpoint of its own may know none of the base's).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def resolve(path: Path, dirs: Sequence[Path]) -> tuple[dict[str, Any], list[Path
 def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     """`child` over `base`, as the module docstring says; neither is changed."""
     replaced = set(child.get(REPLACE, ()))
+    if "model" in child and "models" not in child:
+        base = {key: value for key, value in base.items() if key != "models"}
     return _merge(base, _strip(child), (), replaced)
 
 

@@ -29,6 +29,7 @@ class AgentReport:
     structured: Any = None
     denials: list[Any] = field(default_factory=list)
     parsed: bool = True  # False when JSON output was expected and none was found
+    provider_error: str | None = None  # what matched the spec's provider_error_regex (read for a failed run)
 
 
 def read_report(spec: OutputSpec, stdout: bytes, stderr: bytes, usage: bytes | None = None) -> AgentReport:
@@ -66,6 +67,10 @@ def read_report(spec: OutputSpec, stdout: bytes, stderr: bytes, usage: bytes | N
         said = re.findall(spec.error_regex, out) or re.findall(spec.error_regex, err)
         if said:
             report.failed, report.reason = True, said[-1].strip()
+    if spec.provider_error_regex is not None:
+        said = re.findall(spec.provider_error_regex, out) or re.findall(spec.provider_error_regex, err)
+        # one line, JSON's escaped quotes unescaped (the match may lie inside a JSON string), bounded
+        report.provider_error = " ".join(said[-1].replace('\\"', '"').split())[:500] if said else None
     for name, pattern in (("cost_usd", spec.cost_regex), ("input_tokens", spec.input_tokens_regex),
                           ("output_tokens", spec.output_tokens_regex), ("session", spec.session_regex),
                           ("model", spec.model_regex)):

@@ -31,6 +31,12 @@
     budget_tokens = 1000                 # what memory may take of a prompt packet; 0 = none
     max_age_days = 90                    # records older than this are left out of packets
 
+    [routing]
+    analyze = "fast"                     # the model tier ([models] of the adapter spec) analyze tasks take
+    implement = "strong"                 # ... and implement tasks; "default": the spec's own model
+    fallback = ["strong", "codex"]       # after a provider error (quota, funds, unknown model), the next
+                                         # attempt takes the next entry: a tier, or another adapter; [] = none
+
     [browser]
     models = ["claude-opus-4-*"]         # the only models browser tasks may run on (names or fnmatch
                                          # patterns); a browser task on another is refused at submit; unset: any
@@ -107,6 +113,18 @@ class SkillsConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
     max_tokens: Annotated[int, msgspec.Meta(ge=0, le=20_000)] = 1200  # what they may take of it in all
 
 
+ModeTier = Literal["fast", "strong", "default"]
+FallbackEntry = Annotated[str, msgspec.Meta(pattern="^[a-z0-9][a-z0-9._-]{0,63}$")]
+
+
+class RoutingConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    analyze: ModeTier = "fast"  # the tier an analyze task takes unless it names a model or an effort
+    implement: ModeTier = "strong"  # the same for an implement task; "default": the spec's own model
+    # After a run failed for a provider reason, the next attempt takes the next entry: a tier of the
+    # same adapter ("fast", "strong") or another adapter's name. []: no fallback.
+    fallback: list[FallbackEntry] = []
+
+
 class WorktreesConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     root: Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")] | None = None
 
@@ -119,6 +137,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     worktrees: WorktreesConfig = msgspec.field(default_factory=WorktreesConfig)
     memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
+    routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
     browser: BrowserConfig = msgspec.field(default_factory=BrowserConfig)
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
 

@@ -28,11 +28,13 @@ from gitswarm.engine.memory import auto_promote
 from gitswarm.engine.memory_packet import memory_section
 from gitswarm.engine.packet import build_packet
 from gitswarm.engine.readonly import ReadOnly
+from gitswarm.engine.routing import route
 from gitswarm.engine.steering import deliver
-from gitswarm.model.artifacts import BlobRef
+from gitswarm.model.artifacts import BlobRef, Run
 from gitswarm.model.errors import BadInput, LeaseLost
 from gitswarm.model.guidance import FollowUp
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
+from gitswarm.model.routing import Route
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.jobs import Snapshot
@@ -146,7 +148,9 @@ class Worker:
         heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised)
         try:
             ctx = self._context(lease)
-            adapter = self.registry.get(spec.adapter)
+            routed = self._route(lease)
+            adapter = self.registry.get(routed.adapter if routed is not None else spec.adapter)
+            ctx = dataclasses.replace(ctx, route=routed)
             auditor = self.registry.get(spec.auditor) if spec.auditor else None
             if spec.mode == "implement":
                 if lease.base is None:
@@ -189,6 +193,20 @@ class Worker:
         task = snapshot.task(lease.task)
         sections = continuation(snapshot, task, self.ledger.refs.repo.read_blob) + deliver(self.ledger, lease, snapshot, 0, self.clock())
         return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left)
+
+    def _route(self, lease: Lease) -> Route | None:
+        """The adapter and model of this attempt, and why (engine/routing.py); None for a shell task.
+        After an attempt that failed for a provider reason, `[routing] fallback` may send it elsewhere."""
+        if lease.spec.adapter == "shell":
+            return None
+        previous = None
+        if lease.attempt > 1:
+            snapshot = self._snapshot_of(lease)
+            runs = reversed(snapshot.task(lease.task).artifacts)
+            previous = next((r for a in runs if isinstance(r := snapshot.artifact(a), Run)
+                             and r.routing is not None and r.attempt == lease.attempt - 1), None)
+        config = load_config(self.ledger.refs.repo.workdir)
+        return route(lease.spec, self.registry, config.routing, previous, self.options.exclude, config.adapters.disabled)
 
     def _snapshot_of(self, lease: Lease) -> Snapshot:
         return self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))

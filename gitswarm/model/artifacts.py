@@ -15,6 +15,7 @@ import msgspec
 
 from gitswarm.model.codec import FORMAT, digest
 from gitswarm.model.errors import CorruptRecord
+from gitswarm.model.routing import Routing
 
 HEX40 = 40
 HEX64 = 64
@@ -147,9 +148,11 @@ class Run(_Base, tag="run", kw_only=True, frozen=True):
     cost_usd: float | None = None
     cost_estimated: bool = False  # priced from its tokens with the local price table
     tier: str | None = None  # the model tier the run was routed to (`fast`, `strong`), when routing chose one
+    routing: Routing | None = None  # why this model: the rule that decided and what it passed over (model/routing.py)
     input_tokens: int | None = None
     output_tokens: int | None = None
     error: str | None = None
+    provider_error: str | None = None  # the run failed for a provider reason (quota, funds, model): what said so
     stdout: BlobRef | None = None
     stderr: BlobRef | None = None
 

@@ -8,6 +8,7 @@ reducer changes; TaskSpec never changes after submission.
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 import msgspec
 
@@ -62,6 +63,7 @@ class TaskSpec(msgspec.Struct, frozen=True, kw_only=True):
     repair_rounds: int = 2  # implement mode: rejected patches go back this many times
     auditor: str | None = None  # implement mode: an adapter that reviews the patch
     model: str | None = None  # for agent adapters: the model to ask for
+    effort: Literal["low", "high"] | None = None  # for agent adapters: "low" (the fast tier) or "high" (the strong one); `model` wins
     needs: tuple[str, ...] = ()  # capabilities the adapter must have (routing)
     approved: bool = False  # side effects outside the repository were approved at submission
     paths: tuple[str, ...] = ()  # implement mode: the files or folders (or globs) it may touch, declared

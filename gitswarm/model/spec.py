@@ -60,6 +60,7 @@ class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     repair_rounds: RepairRounds | None = None
     auditor: str | None = None
     model: str | None = None
+    effort: Literal["low", "high"] | None = None
     needs: list[str] = []
     approve: bool = False
     paths: Annotated[list[str], msgspec.Meta(max_length=1000)] = []
@@ -311,6 +312,7 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
                 repair_rounds=task.repair_rounds or raw.defaults.repair_rounds,
                 auditor=auditor,
                 model=task.model,
+                effort=task.effort,
                 needs=tuple(task.needs),
                 approved=bool(side_effects),
                 paths=tuple(task.paths),

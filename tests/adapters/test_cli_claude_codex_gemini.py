@@ -67,10 +67,10 @@ def fake(name: str, *args: str, env: dict[str, str] | None = None, cwd: Path | N
 #: what each run artifact must say of cost: claude reports it; codex reports tokens only and is
 #: priced from adapters/prices.toml for the spec's model gpt-5.5 ($5 in, $30 out per
 #: million); gemini reports tokens only and no price covers it.
-COST = {
+COST = {  # an analyze task runs on the spec's fast tier
     "claude-code": (0.0456, False),
-    "codex": (round((3000 * 5.0 + 200 * 30.0) / 1e6, 8), True),
-    "gemini": (round((3000 * 1.25 + 200 * 10.0) / 1e6, 8), True),  # tokens only: priced as gemini-2.5-pro
+    "codex": (round((3000 * 0.25 + 200 * 2.0) / 1e6, 8), True),  # tokens only: priced as gpt-5-mini
+    "gemini": (round((3000 * 0.30 + 200 * 2.50) / 1e6, 8), True),  # tokens only: priced as gemini-2.5-flash
 }
 
 
@@ -93,7 +93,8 @@ def test_analyze_answer_becomes_findings_and_decisions_with_tokens_and_cost(
     assert (record["cost_usd"], record["cost_estimated"]) == COST[adapter]
     assert record["session_id"]  # each CLI names its session
     if adapter == "codex":
-        assert record["model"] == "gpt-5.5"
+        assert record["model"] == "gpt-5-mini"
+    assert record["tier"] == "fast" and record["routing"]["rule"] == "repo_default"
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

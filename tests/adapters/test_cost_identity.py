@@ -84,8 +84,9 @@ def test_claude_zero_cost_behind_a_custom_base_url(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     run = run_task(repo, tmp_path, "claude-code", "tokens: 10000 1000\ncost: 0")
-    assert run["model"] == "claude-sonnet-4-5"  # from its modelUsage; priced from adapters/prices.toml
-    assert run["cost_usd"] == pytest.approx((10000 * 3.0 + 1000 * 15.0) / 1e6) and run["cost_estimated"] is True
+    # an analyze task: the fast tier; the model from its modelUsage; priced from adapters/prices.toml
+    assert run["model"] == "claude-haiku-4-5"
+    assert run["cost_usd"] == pytest.approx((10000 * 1.0 + 1000 * 5.0) / 1e6) and run["cost_estimated"] is True
     unpriced = run_task(repo, tmp_path, "claude-code", "tokens: 10000 1000\ncost: 0", model="gateway-llama-70b")
     assert unpriced["model"] == "gateway-llama-70b" and unpriced["cost_usd"] is None
 
@@ -100,10 +101,11 @@ def test_a_users_prices_price_a_custom_model(repo: Path, tmp_path: Path, fake_cl
 
 #: What each CLI prints of its model and session (AGENT-CLIS.md and the headers of tests/fakes/bin/*).
 #: codex prints no model (its JSONL has none): the run records the model gitswarm passed with -m.
+#: An analyze task takes the fast tier of the specs that name tiers (claude-code, codex, gemini).
 IDENTITY = {
-    "claude-code": ("claude-sonnet-4-5", True),   # modelUsage keys; session_id
-    "codex": ("gpt-5.5", True),               # -m (the spec's default); thread.started thread_id
-    "gemini": ("gemini-2.5-pro", True),           # stats.models keys; session_id
+    "claude-code": ("claude-haiku-4-5", True),    # modelUsage keys; session_id
+    "codex": ("gpt-5-mini", True),                # -m (the fast tier); thread.started thread_id
+    "gemini": ("gemini-2.5-flash", True),         # stats.models keys; session_id
     "aider": ("gpt-4o", False),                   # its banner `Model: gpt-4o with diff edit format`; no session id
     "hermes": (None, True),                       # the usage file's model (none configured here); session_id
     "omp": ("claude-sonnet-4-5", True),           # message_end message.model; the session header id
@@ -130,7 +132,7 @@ def test_the_model_the_cli_says_it_ran_is_recorded(adapter: str, repo: Path, tmp
 def test_the_model_that_wrote_most_is_the_runs_model(adapter: str, repo: Path, tmp_path: Path, fake_clis: Path) -> None:
     """A second, smaller model listed first in the per-model usage does not name the run."""
     run = run_task(repo, tmp_path, adapter, "answer: ok\nalso-model: small-helper-model\ntokens: 5000 500")
-    assert run["model"] == {"claude-code": "claude-sonnet-4-5", "gemini": "gemini-2.5-pro"}[adapter]
+    assert run["model"] == {"claude-code": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}[adapter]  # the fast tier
     assert (run["input_tokens"], run["output_tokens"]) == (5000, 500)
 
 

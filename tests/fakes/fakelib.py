@@ -7,6 +7,10 @@ A fake does what the task section of its prompt says, one directive per line:
     answer: TEXT                        the final answer text (default: "done")
     findings                            answer with a valid findings JSON object
     fail: REASON                        the run fails, in the CLI's own error shape
+    fail-provider: KIND [for MODEL]     the run fails for a provider reason, KIND quota (a usage or rate
+                                        limit), funds (a key with no credit) or model (not found), as the
+                                        CLI prints it (each fake cites where its shape comes from); with
+                                        `for MODEL`, only a run on that model fails (the others succeed)
     deny-edit                           (claude) the edit is refused: permission_denials, exit 0
     hang                                never finish
     dump-env: PATH                      write {"env": ..., "home": [...], "argv": [...]} to PATH (absolute)
@@ -51,6 +55,8 @@ class Script:
     output_tokens: int = 80
     cost: float = 0.0123
     also_model: str | None = None
+    provider: str | None = None  # fail-provider: quota, funds or model
+    provider_model: str | None = None  # ... only for runs on this model
 
 
 def task_section(prompt: str) -> str:
@@ -72,6 +78,8 @@ def parse(prompt: str) -> Script:
             script.answer = line[len("answer: "):]
         elif line == "findings":
             script.findings = True
+        elif m := re.fullmatch(r"fail-provider: (quota|funds|model)(?: for (\S+))?", line):
+            script.provider, script.provider_model = m[1], m[2]
         elif line.startswith("fail: "):
             script.fail = line[len("fail: "):]
         elif line == "deny-edit":
@@ -87,6 +95,16 @@ def parse(prompt: str) -> Script:
         elif line.startswith("also-model: "):
             script.also_model = line[len("also-model: "):]
     return script
+
+
+def provider_failure(script: Script, model: str | None) -> str | None:
+    """The provider failure this run meets (quota, funds or model), or None: `fail-provider`, unless
+    it names another model (compared without a `provider/` prefix)."""
+    if script.provider is None:
+        return None
+    if script.provider_model is not None and (model or "").rpartition("/")[2] != script.provider_model.rpartition("/")[2]:
+        return None
+    return script.provider
 
 
 def final_text(script: Script) -> str:
