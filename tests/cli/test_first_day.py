@@ -171,7 +171,7 @@ def bash_complete(script: str, words: list[str]) -> list[str]:
 
 def test_bash_completion_completes_commands_subcommands_options_and_choices(repo: Path) -> None:
     script = cli(repo, "completion", "bash").out
-    assert bash_complete(script, ["gitswarm", "st"]) == ["status"]
+    assert bash_complete(script, ["gitswarm", "st"]) == ["status", "steer"]
     assert set(bash_complete(script, ["gitswarm", ""])) == set(every_command())
     assert bash_complete(script, ["gitswarm", "worktrees", ""]) == ["list", "gc", "discard"]
     assert bash_complete(script, ["gitswarm", "--json", "-C", "x", "worktrees", "l"]) == ["list"]
