@@ -166,6 +166,7 @@ class AgentAdapter:
             provider_error=report.provider_error if error is not None else None,
             stdout=stdout,
             stderr=stderr,
+            skills=ctx.skills,
         )
 
 

@@ -41,6 +41,7 @@ class RunContext:
     prompt: str | None = None  # the prompt to send, when it is not the task's own (a repair round)
     budget_usd: float | None = None  # what the job may still spend, when it has a dollar budget
     session: str | None = None  # the agent session to resume (a follow-up with --resume-session)
+    skills: tuple[str, ...] = ()  # the skills the prompt carries (`NAME@SHA256`), for the run artifact
     route: Route | None = None  # the model routing chose for this run, and why (model/routing.py)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from gitswarm.adapters.names import adapter_names, spec_dirs
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config
+from gitswarm.engine.skills import skill_dirs
 from gitswarm.model.spec import AdapterFacts
 
 
@@ -23,6 +24,7 @@ def adapter_facts(workdir: Path | None) -> AdapterFacts:
     """Adapter names, their capabilities and the routing of `needs` in the repository at `workdir`."""
     registry = repo_registry(workdir)
     config = load_config(workdir)
+    skill_dirs(workdir, config.skills)  # a skills folder outside the repository is refused before anything is written
     routing = config.adapters
 
     def capabilities(name: str) -> tuple[str, ...]:

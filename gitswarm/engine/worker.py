@@ -29,6 +29,7 @@ from gitswarm.engine.memory_packet import memory_section
 from gitswarm.engine.packet import build_packet
 from gitswarm.engine.readonly import ReadOnly
 from gitswarm.engine.routing import route
+from gitswarm.engine.skills import skills_section
 from gitswarm.engine.steering import deliver
 from gitswarm.model.artifacts import BlobRef, Run
 from gitswarm.model.errors import BadInput, LeaseLost
@@ -187,12 +188,14 @@ class Worker:
         budget = snapshot.job.budget
         left = None if budget is None or budget.max_usd is None else max(budget.max_usd - snapshot.state.spent_usd, 0.0)
         repo = self.ledger.refs.repo
-        recalled = memory_section(repo, self.ledger.refs, snapshot.job, lease.spec, lease.base, load_config(repo.workdir).memory, self.clock())
-        packet = build_packet(snapshot, lease.spec, repo.read_blob, memory=recalled)
+        config = load_config(repo.workdir)
+        recalled = memory_section(repo, self.ledger.refs, snapshot.job, lease.spec, lease.base, config.memory, self.clock())
+        skills, chosen = skills_section(repo.workdir, lease.spec, config.skills)
+        packet = build_packet(snapshot, lease.spec, repo.read_blob, memory=recalled, skills=skills)
         # A follow-up's continuation and the steering delivered to this attempt come last: they are its newest word.
         task = snapshot.task(lease.task)
         sections = continuation(snapshot, task, self.ledger.refs.repo.read_blob) + deliver(self.ledger, lease, snapshot, 0, self.clock())
-        return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left)
+        return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left, skills=chosen)
 
     def _route(self, lease: Lease) -> Route | None:
         """The adapter and model of this attempt, and why (engine/routing.py); None for a shell task.

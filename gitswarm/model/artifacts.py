@@ -155,6 +155,7 @@ class Run(_Base, tag="run", kw_only=True, frozen=True):
     provider_error: str | None = None  # the run failed for a provider reason (quota, funds, model): what said so
     stdout: BlobRef | None = None
     stderr: BlobRef | None = None
+    skills: tuple[str, ...] = ()  # the skills its prompt packet carried, `NAME@SHA256` of each SKILL.md ([skills])
 
     def __post_init__(self) -> None:
         _require(bool(self.adapter), "run.adapter must not be empty")
