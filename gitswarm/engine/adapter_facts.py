@@ -13,6 +13,7 @@ from gitswarm.adapters.names import adapter_names, spec_dirs
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config
 from gitswarm.engine.skills import skill_dirs
+from gitswarm.model.routing import choose
 from gitswarm.model.spec import AdapterFacts
 
 
@@ -41,7 +42,15 @@ def adapter_facts(workdir: Path | None) -> AdapterFacts:
         spec = registry.found(name).spec
         return spec.model if spec is not None else None
 
+    def routed_model(name: str, mode: str, effort: str | None) -> str | None:
+        spec = registry.found(name).spec
+        if spec is None:
+            return None
+        mode_tier = config.routing.implement if mode == "implement" else config.routing.analyze
+        return choose(name, spec.models.named(), spec.model, mode, mode_tier, None, effort).model
+
     return AdapterFacts(
         names=registry.names(), capabilities=capabilities, needs_approval=needs_approval, route=route, model=model,
+        routed_model=routed_model,
         browser_models=config.browser.models,
     )

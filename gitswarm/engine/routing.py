@@ -10,13 +10,14 @@ tier of the adapter that failed, or another adapter (routed by its own tiers;
 the task's `model` belongs to its own adapter and is not carried over). An
 entry that would run the same adapter and model again, or an adapter that is
 unknown, disabled, unusable here, lacks a capability the task needs or needs
-an approval the task lacks, is passed over, and the receipt says why. When the
-list is used up the attempt takes the task's own route again.
+an approval the task lacks, or (for a browser task) runs a model below the
+repository's `[browser] models` floor, is passed over, and the receipt says why.
+When the list is used up the attempt takes the task's own route again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import msgspec
 
@@ -24,6 +25,7 @@ from gitswarm.adapters.agentspec import AgentSpec
 from gitswarm.adapters.registry import BUILTIN, Registry
 from gitswarm.engine.config import RoutingConfig
 from gitswarm.model.artifacts import Run
+from gitswarm.model.browser import below_floor, is_browser
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.routing import Option, Route, Routing, as_tier, choose
@@ -36,6 +38,7 @@ def route(
     previous: Run | None = None,
     unusable: Collection[str] = (),
     disabled: Collection[str] = (),
+    floor: Sequence[str] | None = None,
 ) -> Route | None:
     """Where this attempt of `task` runs; None for the shell adapter (no model to route).
 
@@ -46,7 +49,7 @@ def route(
     own = _own(task, task.adapter, _spec(registry, task.adapter), config, task.model)
     if previous is None or previous.provider_error is None or not config.fallback:
         return own
-    return _fallback(task, registry, config, previous, own, set(unusable) | set(disabled)) or own
+    return _fallback(task, registry, config, previous, own, set(unusable) | set(disabled), floor) or own
 
 
 def _own(task: TaskSpec, adapter: str, spec: AgentSpec, config: RoutingConfig, model: str | None) -> Route:
@@ -55,7 +58,8 @@ def _own(task: TaskSpec, adapter: str, spec: AgentSpec, config: RoutingConfig, m
 
 
 def _fallback(
-    task: TaskSpec, registry: Registry, config: RoutingConfig, previous: Run, own: Route, skip: set[str]
+    task: TaskSpec, registry: Registry, config: RoutingConfig, previous: Run, own: Route, skip: set[str],
+    floor: Sequence[str] | None,
 ) -> Route | None:
     earlier = previous.routing
     start = earlier.fallback + 1 if earlier is not None and earlier.fallback is not None else 0
@@ -67,6 +71,9 @@ def _fallback(
         candidate, why = _candidate(task, registry, config, previous, entry, skip)
         if candidate is not None and (candidate.adapter, candidate.model) == (failed.adapter, failed.model):
             candidate, why = None, "the same adapter and model as the attempt that failed"
+        below = below_floor(candidate.model, floor) if candidate is not None and is_browser(task.needs) else None
+        if below is not None:
+            candidate, why = None, below
         if candidate is None:
             adapter = previous.adapter if as_tier(entry) else entry
             passed.append(Option(adapter=adapter, tier=as_tier(entry), why=f"fallback[{index}] = {entry!r}: {why}"))

@@ -209,7 +209,8 @@ class Worker:
             previous = next((r for a in runs if isinstance(r := snapshot.artifact(a), Run)
                              and r.routing is not None and r.attempt == lease.attempt - 1), None)
         config = load_config(self.ledger.refs.repo.workdir)
-        return route(lease.spec, self.registry, config.routing, previous, self.options.exclude, config.adapters.disabled)
+        return route(lease.spec, self.registry, config.routing, previous, self.options.exclude, config.adapters.disabled,
+                     config.browser.models)
 
     def _snapshot_of(self, lease: Lease) -> Snapshot:
         return self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))

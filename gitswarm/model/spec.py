@@ -102,6 +102,8 @@ class AdapterFacts:
     needs_approval: Callable[[str], bool] = lambda name: False  # the adapter's spec says `approve = true`
     route: Callable[[tuple[str, ...]], str] | None = None  # picks an adapter for needed capabilities
     model: Callable[[str], str | None] = lambda name: None  # the adapter spec's default model
+    # the model routing gives a task on an adapter (adapter, mode, effort) when it names none; None: `model`
+    routed_model: Callable[[str, str, str | None], str | None] | None = None
     browser_models: Sequence[str] | None = None  # `[browser] models`: the floor for browser work; None: none
 
 
@@ -286,7 +288,8 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
         if is_browser(task.needs):
             if task.timeout is None and raw.defaults.timeout is None:
                 timeout = BROWSER_TIMEOUT
-            refused = below_floor(task.model or facts.model(adapter), facts.browser_models)
+            routed = facts.routed_model(adapter, task.mode, task.effort) if facts.routed_model else facts.model(adapter)
+            refused = below_floor(task.model or routed, facts.browser_models)
             if refused:
                 raise SpecError(f"{where}: browser task on adapter {adapter!r} {refused}")
         _check_cwd(task.cwd, f"{where}.cwd")

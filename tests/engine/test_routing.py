@@ -223,3 +223,30 @@ def test_a_failure_that_is_not_the_providers_is_retried_on_the_same_route(repo: 
     data, runs = run_job(repo, tmp_path, 'id = "t"\nadapter = "claude-code"\nprompt = "fail: boom"\nmax_attempts = 2\n')
     assert data["status"] == "failed"
     assert [(r["tier"], r["routing"]["rule"], r["provider_error"]) for r in runs] == [("fast", "repo_default", None)] * 2
+
+
+# -- browser work: the floor applies to the routed model ------------------------------------------
+
+
+def test_a_browser_task_routed_below_the_floor_is_refused_at_submit(repo: Path, tmp_path: Path, fake_clis: Path) -> None:
+    (repo / ".gitswarm.toml").write_text('[browser]\nmodels = ["claude-sonnet-*"]\n')
+    spec_file(repo, "claude-browser", 'extends = "claude-code"\ncapabilities = ["browser"]\n')
+    spec = tmp_path / "spec.toml"
+    body = 'id = "t"\nadapter = "claude-browser"\nneeds = ["browser"]\nprompt = "look"\napprove = true\n'
+    spec.write_text(spec_text(body))
+    result = cli(repo, "submit", str(spec))
+    assert result.code == 2 and "model 'claude-haiku-4-5' is below the floor" in result.err  # analyze: the fast tier
+    spec.write_text(spec_text(body + 'effort = "high"\n'))
+    assert cli(repo, "submit", str(spec)).code == 0  # the strong tier is allowed
+
+
+def test_fallback_never_takes_a_browser_task_below_the_floor(repo: Path, fake_clis: Path) -> None:
+    registry = repo_registry(repo)
+    browser = task(needs=("browser",), approved=True, effort="high")
+    first = route(browser, registry, RoutingConfig())
+    assert first is not None and first.model == "claude-sonnet-4-5"
+    previous = failed_run("claude-code", first.model, first.tier, first.routing)
+    again = route(browser, registry, RoutingConfig(fallback=["fast"]), previous, floor=["claude-sonnet-*"])
+    assert again == first
+    allowed = route(browser, registry, RoutingConfig(fallback=["fast"]), previous, floor=["claude-*"])
+    assert allowed is not None and allowed.model == "claude-haiku-4-5"
