@@ -5,7 +5,7 @@ the commands live by group in the *_cmd modules.
 """
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -56,7 +56,7 @@ def main(
     json: Annotated[bool, typer.Option("--json", help="Machine output on stdout; logs on stderr (also after the command).")] = False,
     path: Annotated[str, typer.Option("-C", metavar="PATH", show_default=False, help="Run as if started in PATH (as in git); before the command.")] = ".",
     version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = None,
 ) -> None:
     enter(path)

@@ -1,6 +1,6 @@
 """`gitswarm cost`: what agent runs spent, from stored run artifacts (no model call)."""
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ BREAKDOWNS = ("adapter", "model", "tier", "job")
 
 def cost(
     ctx: typer.Context,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only runs since then: an age (12h, 7d) or a date (2026-11-30).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only runs since then: an age (12h, 7d) or a date (2026-11-30).")] = None,
 ) -> None:
     """Spending of agent runs: tokens and USD, by adapter, model, tier and job; runs of unknown cost apart."""
     from gitswarm.engine.cost import spending  # deferred: see the note in app.py

@@ -17,11 +17,11 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from gitswarm.engine.swarm import Swarm
-from gitswarm.store.index.queries import RunRow
 from gitswarm.model.errors import BadInput
+from gitswarm.store.index.queries import RunRow
 
 NO_MODEL = "shell"  # the adapter that runs commands, not models
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
@@ -86,7 +86,7 @@ def parse_since(text: str, now: float) -> float:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
         raise BadInput(f"--since: {text!r} is neither an age (30m, 12h, 7d, 2w) nor a date (2026-11-30)") from None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def agent_runs(swarm: Swarm, since: float | None = None) -> Iterable[RunRow]:

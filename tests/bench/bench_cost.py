@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import pygit2  # noqa: E402
+import pygit2
 
-from gitswarm.engine.swarm import Swarm  # noqa: E402
-from gitswarm.model.artifacts import Run  # noqa: E402
-from tests.bench.benchlib import isolate, print_table, scratch_dir  # noqa: E402
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.artifacts import Run
+from tests.bench.benchlib import isolate, print_table, scratch_dir
 
 ADAPTERS = ("claude-code", "codex", "gemini")
 MODELS = ("claude-sonnet-4-5", "gpt-5.5", "gemini-2.5-pro")
@@ -60,7 +60,7 @@ def raw_read(repo: Path) -> float:
     """Every artifact blob of every job's tip, read with pygit2 alone."""
     started = time.perf_counter()
     git = pygit2.Repository(str(repo))
-    count = 0
+    size = 0
     for ref in git.references.iterator():
         if not ref.name.startswith("refs/swarm/jobs/"):
             continue
@@ -68,8 +68,7 @@ def raw_read(repo: Path) -> float:
         for fan in tree:
             if fan.name.startswith("artifacts."):
                 for entry in git[fan.id]:
-                    git[entry.id].data
-                    count += 1
+                    size += len(git[entry.id].data)
     return time.perf_counter() - started
 
 

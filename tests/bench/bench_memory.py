@@ -13,7 +13,6 @@ and shares words with some records.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import subprocess
 import sys
@@ -22,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gitswarm.model import codec  # noqa: E402
-from gitswarm.model.ids import new_id  # noqa: E402
-from gitswarm.model.memory import MemoryRecord, MemoryState, keywords  # noqa: E402
-from gitswarm.model.recall import DAY, Query, rank, select  # noqa: E402
-from gitswarm.store.git import open_repo  # noqa: E402
-from gitswarm.store.memory import MEMORY_REF, STATE_PATH, MemoryLog, raw_records, record_path  # noqa: E402
-from tests.bench.benchlib import isolate, print_table, scratch_dir  # noqa: E402
+from gitswarm.model import codec
+from gitswarm.model.ids import new_id
+from gitswarm.model.memory import MemoryRecord, MemoryState, keywords
+from gitswarm.model.recall import DAY, Query, rank, select
+from gitswarm.store.git import open_repo
+from gitswarm.store.memory import MEMORY_REF, STATE_PATH, MemoryLog, raw_records, record_path
+from tests.bench.benchlib import isolate, print_table, scratch_dir
 
 WORDS = "cache parser retry lease index merge branch worktree verdict token budget packet schema socket timeout".split()
 TARGET_MS = 20.0

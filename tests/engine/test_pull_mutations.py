@@ -587,11 +587,13 @@ def with_entry(repo: Path, tip: str, kind: str) -> str:
         inside = run_git(repo, "ls-tree", f"{tip}:{fan}").splitlines()
         inside.append(f"160000 commit {MISSING}\t{fan[-2:]}{'e' * 62}")
         entries[entries.index(names[fan])] = f"040000 tree {mktree(inside)}\t{fan}"
-    elif kind == "symlink-job":
-        entries[entries.index(names["job"])] = names["job"].replace("100644", "120000", 1)
-    elif kind == "state-tree":
+    elif kind == "symlink-job":  # the job record as a symlink (added when the forged tree holds none)
+        link = names.get("job", f"100644 blob {hash_object(repo, b'job')}\tjob").replace("100644", "120000", 1)
+        entries = [e for e in entries if e != names.get("job")] + [link]
+    elif kind == "state-tree":  # the state record as a tree (added when the forged tree holds none)
         blob = hash_object(repo, b"x")
-        entries[entries.index(names["state"])] = f"040000 tree {mktree([f'100644 blob {blob}' + chr(9) + 'x'])}\tstate"
+        entries = [e for e in entries if e != names.get("state")]
+        entries.append(f"040000 tree {mktree([f'100644 blob {blob}' + chr(9) + 'x'])}\tstate")
     parents = run_git(repo, "rev-list", "--parents", "-n", "1", tip).split()[1:]
     message = run_git(repo, "log", "-1", "--format=%B", tip) + "\n"
     return commit_tree(repo, mktree(entries), message, *parents)
