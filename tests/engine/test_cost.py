@@ -37,7 +37,8 @@ def jobs(repo: Path, tmp_path: Path, fake_clis: Path) -> tuple[str, str]:
     return first, second
 
 
-CODEX = (2000 * 5.0 + 200 * 30.0) / 1e6  # gpt-5.5 list price per million tokens (adapters/prices.toml)
+# analyze tasks take the fast tier by default: codex's is gpt-5-mini, priced per million tokens in adapters/prices.toml
+CODEX = (2000 * 0.25 + 200 * 2.0) / 1e6
 
 
 def test_cost_sums_every_agent_run_by_adapter_model_and_job(repo: Path, jobs: tuple[str, str]) -> None:
@@ -53,10 +54,11 @@ def test_cost_sums_every_agent_run_by_adapter_model_and_job(repo: Path, jobs: tu
     assert by_adapter["claude-code"]["runs"] == 2 and by_adapter["claude-code"]["usd"] == pytest.approx(0.75)
     assert by_adapter["codex"]["usd"] == pytest.approx(CODEX) and by_adapter["codex"]["estimated_usd"] == pytest.approx(CODEX)
     assert by_adapter["gemini"]["unknown_cost_runs"] == 1 and by_adapter["gemini"]["usd"] == 0
-    assert data["by_model"]["gpt-5.5"]["runs"] == 1 and data["by_model"]["mystery-model"]["unknown_cost_runs"] == 1
+    assert data["by_model"]["gpt-5-mini"]["runs"] == 1 and data["by_model"]["mystery-model"]["unknown_cost_runs"] == 1
     assert data["by_job"][first]["usd"] == pytest.approx(0.5 + CODEX)
     assert data["by_job"][second]["usd"] == pytest.approx(0.25) and data["by_job"][second]["runs"] == 2
-    assert data["by_tier"] == {"(none)": total}
+    assert data["by_tier"]["fast"]["runs"] == 3  # the analyze default; the gemini task named its model
+    assert sum(t["runs"] for t in data["by_tier"].values()) == 4
 
 
 def test_since_leaves_older_runs_out(repo: Path, jobs: tuple[str, str]) -> None:
