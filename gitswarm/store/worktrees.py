@@ -162,8 +162,8 @@ class Worktrees:
         start = start or base
         if (path / ".git").exists():
             if reset:
-                git(["checkout", "-q", "-B", branch, start], path)
-                git(["reset", "-q", "--hard", start], path)
+                # -f: the index and tracked files become `start`'s, as `reset --hard` would make them (one tree walk, not two)
+                git(["checkout", "-q", "-f", "-B", branch, start], path)
                 git(["clean", "-q", "-fd"], path)
             return Worktree(path, branch, base)
         if not self.checkouts.adopt(path, branch, start):  # an idle clean checkout moved into place, else a fresh one
