@@ -6,6 +6,7 @@ it, since a client waits for the whole start-up before its first request.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from gitswarm.model.errors import BadInput
@@ -22,4 +23,10 @@ def serve(repo: Path) -> None:
         if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types", "pydantic", "anyio"):
             raise BadInput("gitswarm mcp needs the MCP SDK: pip install 'gitswarm[mcp]'") from None
         raise
+    if sys.stdin.isatty():  # a person ran it: say what it waits for instead of sitting silent
+        print(
+            f"gitswarm mcp: serving {repo.resolve()} to an MCP client on stdin/stdout; an agent CLI starts it itself "
+            "once registered (gitswarm mcp install --client NAME). Ctrl-C stops it.",
+            file=sys.stderr,
+        )
     server.serve(repo.resolve())
