@@ -100,6 +100,7 @@ class Seen:
     cwd: str | None
     env_names: list[str]
     first_seen: float = 0.0
+    nested: bool = False  # started by another agent process (codex's sandboxed commands), not by gitswarm
 
     def label(self, binary: str) -> str:
         """What kind of run: `claude --version`, `codex exec --help`, or `hermes (task)`."""
@@ -160,9 +161,15 @@ class ProcWatch(threading.Thread):
                 cwd = os.readlink(f"/proc/{pid}/cwd")
             except OSError:
                 cwd = None
-            if not env and cwd is None:
-                continue  # gone before it could be read
-            self.seen[pid] = Seen(pid, argv, env.get("HOME"), cwd, sorted(env), time.time())
+            if not env:
+                continue  # gone, or going, before its environment could be read (an exiting process reads as empty)
+            parent = [a.decode(errors="replace") for a in _read(f"/proc/{_ppid(pid)}/cmdline").split(b"\0") if a]
+            # codex re-executes itself for its own helpers (`codex --codex-run-as-fs-helper`, the sandbox) with an
+            # environment it scrubbed to PATH, PWD and TMPDIR: its doing, not a run gitswarm started.
+            nested = any(os.path.basename(a) in self.names for a in parent[:2]) or any(
+                a.startswith("--codex-run-as-") for a in argv[1:3]
+            )
+            self.seen[pid] = Seen(pid, argv, env.get("HOME"), cwd, sorted(env), time.time(), nested)
 
 
 # ---------------------------------------------------------------- snapshots

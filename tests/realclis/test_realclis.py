@@ -165,11 +165,16 @@ def test_implement_verified_and_merged(lab: Lab) -> None:
 
 def test_wrong_edit_rejected(lab: Lab) -> None:
     with cell(lab, "rejected") as box:
-        lab.script_model(target=TARGET, content=WRONG + "\n", repair_content=WRONG_AGAIN + "\n", final=f"Created {TARGET}.")
+        # A file of its own: greeting.txt is on main once the implement test merged it, and Claude Code
+        # 2.1.332 with a named model (the strong tier) refuses to Write over a file it has not Read,
+        # which the scripted model never does (seen with the real CLI).
+        target = "farewell.txt"
+        lab.script_model(target=target, content=WRONG + "\n", repair_content=WRONG_AGAIN + "\n", final=f"Created {target}.")
         main_before = git(lab.repo, "rev-parse", "main").strip()
         result, data = run_job(lab, "rejected", (
-            f'id = "wrong"\nmode = "implement"\nadapter = "{lab.cli.adapter}"\nprompt = "{INSTRUCTION}"\n'
-            f'checks = ["{CHECK}"]\nrepair_rounds = 1\nmax_attempts = 1\ntimeout = "{TASK_TIMEOUT}"\n'))
+            f'id = "wrong"\nmode = "implement"\nadapter = "{lab.cli.adapter}"\n'
+            f'prompt = "Create {target} holding exactly one line: {GOOD}"\n'
+            f"checks = [\"grep -qx '{GOOD}' {target}\"]\nrepair_rounds = 1\nmax_attempts = 1\ntimeout = \"{TASK_TIMEOUT}\"\n"))
         runs = lab.collect_runs(data["id"], "rejected")
         task = data["tasks"][0]
         assert result.code == 1 and task["state"] == "failed", f"exit {result.code}: {task_error(data)}"
@@ -253,11 +258,14 @@ def test_isolation_and_egress(lab: Lab) -> None:
         agents = lab.procs
         if not agents:
             problems.append(f"no {lab.cli.binary} process was seen")
-        homes = sorted({p.home or "(none)" for p in agents})
+        # The processes gitswarm started; an agent's own children may run with an environment it scrubbed
+        # (codex runs the model's exec_command in its sandbox with no HOME, seen with the fast tier's gpt-5-mini).
+        homes = sorted({p.home or "(none)" for p in agents if not p.nested})
         scratch = str(lab.tmp) + os.sep + "gitswarm-run-"
         bad_homes = [h for h in homes if not (h.startswith(scratch) and h.endswith(os.sep + "home"))]
         if bad_homes:
-            problems.append(f"agent HOME {bad_homes} (test HOME {lab.home})")
+            odd = [(p.argv[:4], p.env_names[:8]) for p in agents if not p.nested and (p.home or "(none)") in bad_homes]
+            problems.append(f"agent HOME {bad_homes} (test HOME {lab.home}): {odd[:3]}")
         leaked = sorted({p.pid for p in agents if "GITSWARM_REALCLI_CANARY" in p.env_names})
         if leaked:
             problems.append("the caller's environment reached the agent (a canary variable)")
