@@ -20,6 +20,7 @@ import msgspec
 
 from gitswarm.model.artifacts import Decision, Finding, Patch
 from gitswarm.model.codec import FORMAT
+from gitswarm.model.ops import OpBase
 
 MemoryKind = Literal["finding", "decision", "change"]
 TITLE_CHARS = 120
@@ -54,22 +55,11 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     created: float  # when the result was made (the artifact's time): its age counts from here
 
 
-class _MemoryOp(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
-    v: int = FORMAT
-    id: str
-    clock: int
-    at: float
-    actor: str
-
-    def order_key(self) -> tuple[int, str, str]:
-        return (self.clock, self.actor, self.id)
-
-
-class Remember(_MemoryOp, tag="remember", kw_only=True, frozen=True):
+class Remember(OpBase, tag="remember", kw_only=True, frozen=True):
     record: MemoryRecord
 
 
-class Forget(_MemoryOp, tag="forget", kw_only=True, frozen=True):
+class Forget(OpBase, tag="forget", kw_only=True, frozen=True):
     record: str  # the id of the record forgotten
     reason: str | None = None
 

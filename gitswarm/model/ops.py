@@ -15,7 +15,9 @@ from gitswarm.model.codec import FORMAT
 from gitswarm.model.records import Job, TaskSpec
 
 
-class _Op(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
+class OpBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
+    """The fields every operation has, a job's or memory's (model/memory.py), and their replay order."""
+
     v: int = FORMAT
     id: str
     clock: int
@@ -26,19 +28,19 @@ class _Op(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
         return (self.clock, self.actor, self.id)
 
 
-class JobCreated(_Op, tag="job_created", kw_only=True, frozen=True):
+class JobCreated(OpBase, tag="job_created", kw_only=True, frozen=True):
     job: Job
     tasks: tuple[TaskSpec, ...]
 
 
-class TaskClaimed(_Op, tag="claimed", kw_only=True, frozen=True):
+class TaskClaimed(OpBase, tag="claimed", kw_only=True, frozen=True):
     task: str
     token: int
     owner: str
     lease_expires: float
 
 
-class TaskFinished(_Op, tag="finished", kw_only=True, frozen=True):
+class TaskFinished(OpBase, tag="finished", kw_only=True, frozen=True):
     """A worker's final write: accepted only if `token` is the task's current claim."""
 
     task: str
@@ -51,32 +53,32 @@ class TaskFinished(_Op, tag="finished", kw_only=True, frozen=True):
     tokens: int = 0  # their input + output tokens
 
 
-class LeaseExpired(_Op, tag="expired", kw_only=True, frozen=True):
+class LeaseExpired(OpBase, tag="expired", kw_only=True, frozen=True):
     task: str
     token: int
 
 
-class Cancelled(_Op, tag="cancelled", kw_only=True, frozen=True):
+class Cancelled(OpBase, tag="cancelled", kw_only=True, frozen=True):
     task: str | None = None  # None cancels the whole job
     reason: str | None = None
 
 
-class Retried(_Op, tag="retried", kw_only=True, frozen=True):
+class Retried(OpBase, tag="retried", kw_only=True, frozen=True):
     task: str
 
 
-class BudgetStopped(_Op, tag="budget_stopped", kw_only=True, frozen=True):
+class BudgetStopped(OpBase, tag="budget_stopped", kw_only=True, frozen=True):
     """A job budget ran out: nothing more is leased; queued and blocked tasks are cancelled."""
 
     reason: str
 
 
-class ArtifactsRecorded(_Op, tag="artifacts", kw_only=True, frozen=True):
+class ArtifactsRecorded(OpBase, tag="artifacts", kw_only=True, frozen=True):
     task: str | None = None
     artifacts: tuple[str, ...]
 
 
-class FollowedUp(_Op, tag="followed_up", kw_only=True, frozen=True):
+class FollowedUp(OpBase, tag="followed_up", kw_only=True, frozen=True):
     """A finished implement task continued: requeued to carry out `instruction` from `head`."""
 
     task: str
@@ -87,14 +89,14 @@ class FollowedUp(_Op, tag="followed_up", kw_only=True, frozen=True):
     session: str | None = None  # the session to resume: the one that made the patch
 
 
-class Steered(_Op, tag="steered", kw_only=True, frozen=True):
+class Steered(OpBase, tag="steered", kw_only=True, frozen=True):
     """Guidance for a task's next attempt or repair round (`task` None: the next task of the job to start)."""
 
     task: str | None = None
     text: str
 
 
-class SteeringDelivered(_Op, tag="steering_delivered", kw_only=True, frozen=True):
+class SteeringDelivered(OpBase, tag="steering_delivered", kw_only=True, frozen=True):
     """Steers (by their `steered` op ids) put into the prompt of one attempt's round of a running task."""
 
     task: str

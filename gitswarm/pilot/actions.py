@@ -11,6 +11,7 @@ and only a patch whose deciding verdict counts here and accepts it merges.
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,10 +38,6 @@ def _text(value: str, what: str) -> str:
     return value
 
 
-def _swarm(repo: Path, create: bool = True) -> Swarm:
-    return Swarm(repo, create=create)
-
-
 # -- starting work ---------------------------------------------------------------------------------
 
 
@@ -52,15 +49,12 @@ def submit_job(
     if (spec is None) == (tasks is None):
         raise BadInput("submit_job: give either spec (TOML text) or tasks")
     text = _text(spec, "spec") if spec is not None else spec_from_tasks(goal or "", tasks or [])
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         job_id = swarm.submit_text(text, "mcp", approve=approve, allow_overlap=allow_overlap)
         data: dict[str, Any] = {"id": job_id, "notices": list(swarm.notices)}
         if start:
             data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, job_id, workers)
         return data
-    finally:
-        swarm.close()
 
 
 def spec_from_tasks(goal: str, tasks: list[dict[str, Any]]) -> str:
@@ -109,8 +103,7 @@ def delegate(
 ) -> dict:
     """Stage one (no `confirm`): the proposal, the work already under way that looks like it, and a
     one-use token. Stage two (`confirm` = that token): submit exactly what was proposed and start it."""
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         if confirm is not None:
             proposal = proposals.take(swarm.common_dir, confirm, swarm.clock())
             job_id = swarm.submit_text(proposal.spec, "delegate")
@@ -140,8 +133,6 @@ def delegate(
             "notices": list(swarm.notices),
             "next": "call delegate again with confirm set to this token to start it",
         }
-    finally:
-        swarm.close()
 
 
 def _workdir(swarm: Swarm) -> Path:
@@ -152,86 +143,59 @@ def _workdir(swarm: Swarm) -> Path:
 
 
 def status(repo: Path, job: str | None = None, include_all: bool = False) -> dict:
-    swarm = _swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         data = swarm.status(job)
         if job is None and not include_all:
             data["jobs"] = [j for j in data["jobs"] if not j["audit"]]
         return data
-    finally:
-        swarm.close()
 
 
 def show(repo: Path, job: str) -> dict:
-    swarm = _swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         return swarm.show(job)
-    finally:
-        swarm.close()
 
 
 def artifacts(repo: Path, job: str) -> dict:
-    swarm = _swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         return swarm.artifacts(job)
-    finally:
-        swarm.close()
 
 
 def artifact(repo: Path, artifact_id: str) -> dict:
-    swarm = _swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         return swarm.artifact(artifact_id)
-    finally:
-        swarm.close()
 
 
 def diff(repo: Path, patch: str, max_bytes: int = MAX_DIFF) -> dict:
-    swarm = _swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         data = patches.patch_diff(swarm, patch)
-    finally:
-        swarm.close()
     cut = len(data) > max_bytes
     return {"patch": patch, "diff": data[:max_bytes].decode(errors="replace"), "bytes": len(data), "truncated": cut}
 
 
 def log(repo: Path, job: str) -> dict:
-    swarm = _swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         return swarm.log(job)
-    finally:
-        swarm.close()
 
 
 # -- acting on work ----------------------------------------------------------------------------------
 
 
 def cancel(repo: Path, target: str, reason: str | None = None) -> dict:
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         return swarm.cancel(target, _text(reason, "reason") if reason else None)
-    finally:
-        swarm.close()
 
 
 def retry(repo: Path, task: str, start: bool = True, workers: int = 1) -> dict:
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         data = swarm.retry(task)
         if start:
             data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, data["job"], workers)
         return data
-    finally:
-        swarm.close()
 
 
 def verify(repo: Path, patch: str) -> dict:
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         return with_tails(swarm, patches.verify_now(swarm, patch))
-    finally:
-        swarm.close()
 
 
 def merge(repo: Path, patch: str, into: str | None = None, mode: Mode = "merge") -> dict:
@@ -239,15 +203,12 @@ def merge(repo: Path, patch: str, into: str | None = None, mode: Mode = "merge")
     Unlike `gitswarm merge` it never verifies on the way: a pilot calls `verify` for that."""
     if mode not in ("merge", "squash", "rebase"):
         raise BadInput("mode: one of merge, squash, rebase")
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         patch_id, found, _ = patches.find_patch(swarm, patch)
         weighed = swarm.verdict_notes().weigh(found.head)
         if not mergeable(weighed, patch_id):
             raise WorkFailed(why_not_mergeable(weighed, patch_id, found.head))
         return patches.merge(swarm, patch_id, into, mode, no_recheck=False)
-    finally:
-        swarm.close()
 
 
 def why_not_mergeable(weighed: list[Weighed], patch_id: str, head: str) -> str:
@@ -267,28 +228,19 @@ def why_not_mergeable(weighed: list[Weighed], patch_id: str, head: str) -> str:
 def follow_up(repo: Path, target: str, instruction: str, resume_session: bool = False, start: bool = True) -> dict:
     """Continue a finished delegation (JOB/TASK or a patch it made) with a new instruction: recorded as an
     operation first, then a worker runs the new attempt (a new head, verified again)."""
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         data = followup.follow_up(swarm, target, _text(instruction, "instruction"), resume_session)
         if start:
             data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, data["job"], 1)
         return data
-    finally:
-        swarm.close()
 
 
 def steer(repo: Path, target: str, text: str) -> dict:
     """Guidance for the next attempt or repair round of a task (JOB/TASK), or the next task of a job to start."""
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         return steering.steer(swarm, target, _text(text, "text"))
-    finally:
-        swarm.close()
 
 
 def review(repo: Path, target: str, accept: bool, note: str | None = None) -> dict:
-    swarm = _swarm(repo)
-    try:
+    with closing(Swarm(repo)) as swarm:
         return audit.review(swarm, target, accept, _text(note, "note") if note else None)
-    finally:
-        swarm.close()

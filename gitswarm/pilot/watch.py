@@ -7,6 +7,7 @@ then are the states read from the index.
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,12 +34,9 @@ class Seen:
 
 def resolve(repo: Path, target: str) -> tuple[str, str | None, Path]:
     """(job id, task id or None, git common dir) of JOB or JOB/TASK."""
-    swarm = Swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         job, task = swarm.resolve_target(target)
         return job, task, swarm.common_dir
-    finally:
-        swarm.close()
 
 
 def tip(common_dir: Path, job: str) -> str | None:
@@ -49,12 +47,9 @@ def tip(common_dir: Path, job: str) -> str | None:
 
 
 def look(repo: Path, job: str, task: str | None) -> Seen:
-    swarm = Swarm(repo, create=False)
-    try:
+    with closing(Swarm(repo, create=False)) as swarm:
         common = swarm.common_dir
         view = swarm.status(job)
-    finally:
-        swarm.close()
     states = {t["id"]: t["state"] for t in view["tasks"] if task is None or t["id"] == task}
     return Seen(job, task, tip(common, job), view["status"], states)
 

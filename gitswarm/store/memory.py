@@ -24,6 +24,7 @@ from gitswarm.model.ids import ARTIFACT_ID, new_id
 from gitswarm.model.memory import MemoryOp, MemoryRecord, MemoryState, Replayed, apply_op, op_title, replay
 from gitswarm.model.memory_checks import check_memory_op
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
+from gitswarm.store.jobs import op_message, parse_op_lines
 
 MEMORY_REF = "refs/swarm/memory"
 STATE_PATH = "state"
@@ -46,19 +47,9 @@ class Memory:
     records: dict[str, MemoryRecord]
 
 
-def op_message(ops: Sequence[MemoryOp]) -> str:
-    return "; ".join(op_title(op) for op in ops) + "\n\n" + "".join(codec.encode(op).decode() + "\n" for op in ops)
-
-
 def parse_ops(commit: CommitInfo, where: str) -> list[tuple[str, MemoryOp]]:
-    """The (line, op) pairs a commit records; none for a merge commit."""
-    if len(commit.parents) > 1:
-        return []
-    _, _, body = commit.message.partition("\n\n")
-    lines = [line for line in body.splitlines() if line.strip()]
-    if not lines:
-        raise CorruptRecord(f"{where}@{commit.oid[:12]}: commit records no operation")
-    return [(line, codec.decode(line.encode(), MemoryOp, f"{where}@{commit.oid[:12]}")) for line in lines]
+    """The (line, op) pairs a commit records; none for a merge commit (as a job's: store/jobs.py)."""
+    return parse_op_lines(commit, where, MemoryOp)
 
 
 def raw_records(repo: GitRepo, tip: str) -> list[bytes]:
@@ -133,7 +124,7 @@ class MemoryLog:
         parent = memory.tip
         tree = self.repo.update_tree(self.repo.commit_info(parent).tree if parent else None, paths)
         who = (COMMITTER, f"{ops[-1].actor}@gitswarm")
-        return self.repo.commit(tree, [parent] if parent else [], op_message(ops), who, ops[-1].at)
+        return self.repo.commit(tree, [parent] if parent else [], op_message(ops, op_title), who, ops[-1].at)
 
     # -- merging and pulled history ---------------------------------------------------------
 
