@@ -7,15 +7,17 @@ and need nothing beyond gitswarm.
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gitswarm.cli.context import Context, _ctx
 from gitswarm.cli.mcp_serve import serve
 from gitswarm.model.errors import BadInput
-from gitswarm.pilot import clients, install
 from gitswarm.store import reffiles
+
+if TYPE_CHECKING:
+    from gitswarm.pilot.clients import Registration
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
@@ -33,7 +35,9 @@ def mcp(ctx: typer.Context) -> None:
         serve(Path("."))
 
 
-def _registration(client: str, scope: str) -> clients.Registration:
+def _registration(client: str, scope: str) -> "Registration":
+    from gitswarm.pilot import clients  # deferred: see the note in app.py
+
     project = Path(".").resolve()
     if scope == "project":
         if reffiles.common_dir(project) is None:
@@ -55,6 +59,8 @@ def _show(c: Context, data: dict) -> None:
 def mcp_install(ctx: typer.Context, client: ClientOption, scope: ScopeOption = "user", show: PrintOption = False) -> None:
     """Register gitswarm's MCP server with an agent CLI, in its own configuration file (idempotent)."""
     c = _ctx(ctx)
+    from gitswarm.pilot import install  # deferred: see the note in app.py
+
     _show(c, install.install(_registration(client, scope), install.state_dir(), dry_run=show))
 
 
@@ -62,4 +68,6 @@ def mcp_install(ctx: typer.Context, client: ClientOption, scope: ScopeOption = "
 def mcp_uninstall(ctx: typer.Context, client: ClientOption, scope: ScopeOption = "user", show: PrintOption = False) -> None:
     """Remove the registration; the file is put back exactly as it was when nothing else changed it since."""
     c = _ctx(ctx)
+    from gitswarm.pilot import install  # deferred: see the note in app.py
+
     _show(c, install.uninstall(_registration(client, scope), install.state_dir(), dry_run=show))

@@ -36,7 +36,7 @@ def task_query(repo: GitRepo, job: Job, spec: TaskSpec, base: str | None) -> Que
     text = "\n".join(part for part in (spec.prompt or "", spec.command if isinstance(spec.command, str) else "") if part)
     tree = repo.commit_info(base).tree if base is not None and repo.has_object(base) else None
     exists = (lambda p: repo.tree_entry(tree, p) is not None) if tree is not None else (lambda p: "/" in p or "." in p)
-    declared = tuple(getattr(spec, "paths", ()) or ())
+    declared = spec.paths
     return Query(frozenset([*declared, *named_paths(text, exists)]), frozenset(words(f"{text}\n{job.goal}")))
 
 
