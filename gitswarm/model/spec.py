@@ -31,6 +31,7 @@ _PATH = re.compile(r"^(.*?) - at `\$\.?(.*)`$")
 Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
 Attempts = Annotated[int, msgspec.Meta(ge=1, le=100)]
 RepairRounds = Annotated[int, msgspec.Meta(ge=1, le=5)]
+MAX_DECLARED_PATHS = 1000  # an implement task's `paths`
 
 
 class _RawDefaults(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -63,7 +64,7 @@ class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     effort: Literal["low", "high"] | None = None
     needs: list[str] = []
     approve: bool = False
-    paths: Annotated[list[str], msgspec.Meta(max_length=1000)] = []
+    paths: Annotated[list[str], msgspec.Meta(max_length=MAX_DECLARED_PATHS)] = []
 
 
 class _RawBudget(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -171,13 +172,21 @@ def _check_cwd(cwd: str | None, where: str) -> None:
         raise SpecError(f"{where}: {cwd!r} leads out of the repository")
 
 
+def declared_path_problem(path: str) -> str | None:
+    """What is wrong with a task's declared path (a repository-relative file, folder or glob), or None;
+    for a submitted spec and a pulled one alike (model/validate.py)."""
+    if not path.strip() or len(path) > 4096:
+        return "must be a path of 1 to 4096 characters"
+    if path.startswith("/") or ".." in path.split("/"):
+        return f"{path!r} must be relative and inside the repository (no leading / or ..)"
+    return None
+
+
 def _check_paths(paths: list[str], where: str) -> None:
-    """Declared paths are repository-relative files, folders or globs, inside the repository."""
     for n, path in enumerate(paths):
-        if not path.strip() or len(path) > 4096:
-            raise SpecError(f"{where}[{n}]: must be a path of 1 to 4096 characters")
-        if path.startswith("/") or ".." in path.split("/"):
-            raise SpecError(f"{where}[{n}]: {path!r} must be relative and inside the repository (no leading / or ..)")
+        problem = declared_path_problem(path)
+        if problem is not None:
+            raise SpecError(f"{where}[{n}]: {problem}")
 
 
 def _check_env(env: dict[str, str], where: str) -> None:

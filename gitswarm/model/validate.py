@@ -41,7 +41,7 @@ from gitswarm.model.ops import (
 )
 from gitswarm.model.provenance import Seal
 from gitswarm.model.records import Job, TaskSpec
-from gitswarm.model.spec import stuck_tasks
+from gitswarm.model.spec import MAX_DECLARED_PATHS, declared_path_problem, stuck_tasks
 
 MAX_CLOCK = 2**53 - 1  # Lamport clocks: exact in a float, far inside SQLite's 64-bit integers
 MAX_INT = 2**53 - 1  # any other integer field
@@ -235,6 +235,10 @@ def check_task_specs(specs: tuple[TaskSpec, ...], task_count: int, where: str) -
         _need(abs(spec.priority) <= 1_000_000, f"{at}.priority", "out of range")
         _need(all(need in CAPABILITIES for need in spec.needs), f"{at}.needs", "unknown capability")
         _need(all(name and "=" not in name for name in spec.env), f"{at}.env", "invalid variable name")
+        _need(len(spec.paths) <= MAX_DECLARED_PATHS, f"{at}.paths", "too many")
+        for path in spec.paths:
+            problem = declared_path_problem(path) if isinstance(path, str) else "not a string"
+            _need(problem is None, f"{at}.paths", problem or "")
         if spec.cwd is not None:
             normal = posixpath.normpath(spec.cwd)
             _need(not posixpath.isabs(spec.cwd) and normal != ".." and not normal.startswith("../"), f"{at}.cwd", "leads out of the repository")

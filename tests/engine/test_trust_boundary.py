@@ -413,3 +413,34 @@ def test_doctor_finds_records_that_are_not_what_the_operations_made(victim: Path
     assert result.code == 1
     failed = [c for c in result.json()["checks"] if not c["ok"]]
     assert any(job in c["name"] for c in failed), failed
+
+
+@pytest.mark.parametrize(
+    ("paths", "why"),
+    [(["../../etc/passwd"], "inside the repository"), (["/abs"], "inside the repository"), ([""], "1 to 4096"),
+     (["x"] * 1001, "too many")],
+    ids=["dotdot", "absolute", "empty", "too-many"],
+)
+def test_forged_declared_paths_are_refused(victim: Path, evil: Path, paths: list[str], why: str) -> None:
+    def mutate(ops: list[list[dict]]) -> None:
+        ops[0][0]["tasks"][0]["paths"] = paths
+
+    job = forge_job(evil, mutate)
+    assert_refused(victim, job, why)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("x" * 100_000, "text: empty, too long"), ("steer \u0000 me", "text: empty, too long or holding a NUL"), ("", "text: empty")],
+    ids=["huge", "nul", "empty"],
+)
+def test_a_forged_steer_is_refused(victim: Path, evil: Path, text: str, why: str) -> None:
+    """A `steered` operation appended by hand to a job's history (a new commit made with plumbing)."""
+
+    def mutate(ops: list[list[dict]]) -> None:
+        last = ops[-1][-1]
+        ops.append([{"op": "steered", "v": 1, "id": new_id(), "clock": last["clock"] + 1, "at": last["at"] + 1,
+                     "actor": last["actor"], "task": "a", "text": text}])
+
+    job = forge_job(evil, mutate)
+    assert_refused(victim, job, why)
