@@ -9,7 +9,7 @@ import typer
 
 from gitswarm.cli import reads, render
 from gitswarm.cli.context import _ctx
-from gitswarm.cli.options import ApproveOption, JobArg, OverlapOption
+from gitswarm.cli.options import ApproveOption, JobArg, OverlapOption, RemoteOption
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
@@ -27,13 +27,20 @@ def submit(
     spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")],
     approve: ApproveOption = False,
     allow_overlap: OverlapOption = False,
+    remote: RemoteOption = None,
 ) -> None:
-    """Create a job from SPEC and print its id."""
+    """Create a job from SPEC and print its id (with --remote, pushed there for every machine to work)."""
     c = _ctx(ctx)
     swarm = c.swarm()
+    if remote is not None:
+        from gitswarm.engine.arbiter import Arbiter  # deferred: only --remote needs the transport
+
+        arbiter = Arbiter(swarm, remote)  # an unknown remote is bad input before the job is made
     job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
     for notice in swarm.notices:
         c.output.info(f"gitswarm: note: {notice}")
+    if remote is not None:
+        arbiter.publish([job_id])
     c.output.result({"id": job_id}, lambda d: d["id"])
 
 
@@ -44,9 +51,17 @@ def status(
     ctx: typer.Context,
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="Job id or prefix.")] = None,
     include_all: Annotated[bool, typer.Option("--all", help="Also the audit jobs the post-commit hook queues.")] = False,
+    remote: Annotated[
+        str | None, typer.Option("--remote", metavar="REMOTE", help="Fetch the jobs from this remote first (who holds what, everywhere).")
+    ] = None,
 ) -> None:
-    """List jobs, or one job's tasks."""
-    reads.status(_ctx(ctx), job, include_all)
+    """List jobs, or one job's tasks (HELD BY: the machine and worker running each task)."""
+    c = _ctx(ctx)
+    if remote is not None:
+        from gitswarm.engine.arbiter import Arbiter  # deferred: status without --remote stays on the quick path
+
+        Arbiter(c.swarm(), remote).sync()
+    reads.status(c, job, include_all)
 
 
 def show(ctx: typer.Context, job: JobArg) -> None:

@@ -55,8 +55,13 @@ def job(data: dict) -> str:
         for error, skipped in zip(field("error"), field("skipped_because"))
     ]
     tries = list(map("{}/{}".format, field("attempts"), field("max_attempts")))
-    columns = (field("id"), field("state"), tries, list(map(",".join, field("depends_on"))), field("adapter"), notes)
-    text = head + "\n" + columns_table(("TASK", "STATE", "TRIES", "NEEDS", "ADAPTER", "NOTE"), columns)
+    columns = [field("id"), field("state"), tries, list(map(",".join, field("depends_on"))), field("adapter"), notes]
+    names = ["TASK", "STATE", "TRIES", "NEEDS", "ADAPTER", "NOTE"]
+    holders = [owner if state == "running" and owner else "" for owner, state in zip(field("owner"), field("state"))]
+    if any(holders):  # which machine's worker runs what (`work --remote` names them host.clone.worker)
+        columns.insert(5, holders)
+        names.insert(5, "HELD BY")
+    text = head + "\n" + columns_table(tuple(names), tuple(columns))
     if data.get("reviews"):
         text += "\n\nverdicts:\n" + reviews(data["reviews"])
     return text

@@ -8,7 +8,7 @@ import typer
 
 from gitswarm.cli import render
 from gitswarm.cli.context import _ctx
-from gitswarm.cli.options import ApproveOption, OverlapOption
+from gitswarm.cli.options import ApproveOption, OverlapOption, RemoteOption
 from gitswarm.cli.progress import print_markdown, progress_sink
 from gitswarm.model.errors import EXIT_FAILED, BadInput
 from gitswarm.model.limits import (
@@ -31,18 +31,31 @@ if TYPE_CHECKING:
 JobsOption = Annotated[int, typer.Option("-j", "--jobs", help="Worker processes to keep busy.")]
 LeaseOption = Annotated[float, typer.Option("--lease", help="Lease length in seconds; renewed every third of it.")]
 CapOption = Annotated[int, typer.Option("--output-cap", help="Bytes of stdout/stderr kept per run; the rest is counted.")]
+SkewOption = Annotated[
+    float, typer.Option("--clock-skew", help="With --remote: seconds past its deadline before another machine's lease is expired.")
+]
+DEFAULT_SKEW = 5.0  # engine/remote_ledger.DEFAULT_CLOCK_SKEW_SECONDS, not imported: see the note at the imports
+MAX_SKEW = 3600.0
 
 
-def _work_options(jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False) -> "WorkOptions":
+def _work_options(
+    jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False,
+    remote: str | None = None, clock_skew: float = DEFAULT_SKEW,
+) -> "WorkOptions":
     from gitswarm.engine.supervisor import WorkOptions  # deferred: see the note at the imports
     from gitswarm.engine.worker import WorkerOptions
 
-    _check_work_limits(jobs, lease, output_cap)
-    return WorkOptions(workers=jobs, job=job, until_idle=until_idle, worker=WorkerOptions(lease=lease, output_cap=output_cap))
+    _check_work_limits(jobs, lease, output_cap, clock_skew)
+    return WorkOptions(
+        workers=jobs, job=job, until_idle=until_idle, worker=WorkerOptions(lease=lease, output_cap=output_cap),
+        remote=remote, clock_skew=clock_skew,
+    )
 
 
-def _check_work_limits(jobs: int, lease: float, output_cap: int) -> None:
-    """The bounds of -j, --lease and --output-cap (gitswarm.model.limits); checked before anything is opened."""
+def _check_work_limits(jobs: int, lease: float, output_cap: int, clock_skew: float = DEFAULT_SKEW) -> None:
+    """The bounds of -j, --lease, --output-cap and --clock-skew (gitswarm.model.limits); checked before anything is opened."""
+    if not (math.isfinite(clock_skew) and 0 <= clock_skew <= MAX_SKEW):
+        raise BadInput(f"--clock-skew: must be between 0 and {MAX_SKEW:g} seconds")
     if jobs < 1:
         raise BadInput("-j: must be at least 1")
     if jobs > MAX_WORKERS:
@@ -65,13 +78,17 @@ def run(
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
     approve: ApproveOption = False,
     allow_overlap: OverlapOption = False,
+    remote: RemoteOption = None,
+    clock_skew: SkewOption = DEFAULT_SKEW,
 ) -> None:
     """Submit a job, work it to the end, print its summary; exit 0 iff every task succeeded."""
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
-    options = _work_options(jobs, lease, output_cap)
+    options = _work_options(jobs, lease, output_cap, remote=remote, clock_skew=clock_skew)
     swarm = c.swarm()
+    if remote is not None:
+        run_engine.check_remote(swarm, remote)
     with progress_sink(c.output.json_mode) as sink:
         data = run_engine.run(swarm, spec, options, sink, approve=approve, allow_overlap=allow_overlap)
     if c.output.json_mode:
@@ -92,15 +109,19 @@ def work(
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
     trust: Annotated[list[str] | None, typer.Option("--trust", help="Also run jobs pulled from this remote.")] = None,
+    remote: RemoteOption = None,
+    clock_skew: SkewOption = DEFAULT_SKEW,
 ) -> None:
     """Run workers on queued tasks (until the job is done, or with --until-idle the queue; else until Ctrl-C)."""
     from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
-    _check_work_limits(jobs, lease, output_cap)
+    _check_work_limits(jobs, lease, output_cap, clock_skew)
     swarm = c.swarm()
+    if remote is not None:  # the jobs there first: --job may name one this clone has not seen yet
+        run_engine.check_remote(swarm, remote)
     job_id = swarm.resolve_job(job) if job else None
-    options = _work_options(jobs, lease, output_cap, job_id, until_idle)
+    options = _work_options(jobs, lease, output_cap, job_id, until_idle, remote, clock_skew)
     with progress_sink(c.output.json_mode) as sink:
         data = run_engine.work(swarm, options, sink, tuple(trust or ()))
     for name, reason in sorted(data["unusable"].items()):

@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gitswarm.engine.adapters import preflight_cache
+from gitswarm.engine.arbiter import Arbiter
 from gitswarm.engine.notify import Notifier, Watch
 from gitswarm.engine.share import remote_key
 from gitswarm.engine.stitch import build_summary
 from gitswarm.engine.supervisor import FINISHED, EventSink, Supervisor, WorkOptions
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.artifacts import artifact_id
+from gitswarm.model.artifacts import Summary, artifact_id
 from gitswarm.model.errors import BadInput
 
 
@@ -29,9 +30,17 @@ def write_summary(swarm: Swarm, job_id: str) -> str | None:
     snapshot = swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id))
     summary = build_summary(snapshot, swarm.repo.read_blob, swarm.clock())
     summary_id = artifact_id(summary)
-    if summary_id in snapshot.state.artifacts:
-        return summary_id
+    for existing in snapshot.state.artifacts:  # the same outcome summarized already, here or by another machine
+        found = snapshot.artifact(existing)
+        if existing == summary_id or (isinstance(found, Summary) and (found.text, found.data) == (summary.text, summary.data)):
+            return existing
     return swarm.ledger.record_artifacts(job_id, None, [summary], swarm.clock())[0]
+
+
+def check_remote(swarm: Swarm, remote: str) -> None:
+    """Bring the remote's jobs here before a command names one: BadInput for an unknown remote,
+    WorkFailed when it does not answer."""
+    Arbiter(swarm, remote).sync()
 
 
 def unusable_adapters(swarm: Swarm, job: str | None, parent_env: Mapping[str, str]) -> dict[str, str]:
@@ -57,6 +66,11 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     Adapters whose preflight fails are never leased to; if only their tasks are
     left, the run stops and says so instead of waiting.
     """
+    arbiter = None
+    if options.remote is not None:
+        arbiter = Arbiter(swarm, options.remote)
+        on_event({"event": "remote", "remote": options.remote, "reachable": True, "said": "fetching", "retry_in": 0})
+        arbiter.sync(None if options.job is None else [options.job])
     notifier = Notifier.of(swarm)
     if notifier.command:
         on_event = Watch(swarm, notifier, on_event)
@@ -79,7 +93,11 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
         options = replace(options, worker=replace(options.worker, exclude=options.worker.exclude | frozenset(unusable)))
     touched = Supervisor(swarm, options, on_event).run()
     jobs = [options.job] if options.job else sorted(touched)
+    if arbiter is not None:  # what the other machines finished too, before summing up
+        arbiter.sync(jobs)
     stitched = [job for job in jobs if write_summary(swarm, job)]
+    if arbiter is not None:
+        arbiter.publish(jobs)
     return {"jobs": stitched, "unusable": unusable, "skipped": skipped_jobs(swarm, remotes)}
 
 
@@ -96,10 +114,12 @@ def run(
 ) -> dict:
     """Submit a job, work it to the end, return its summary view (and which adapters could not run)."""
     job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
+    if options.remote is not None:  # on the remote before any machine can claim its tasks
+        Arbiter(swarm, options.remote).publish([job_id])
     on_event({"event": "submitted", "job": job_id})
     for notice in swarm.notices:
         on_event({"event": "notice", "message": notice})
-    worked = work(swarm, WorkOptions(workers=options.workers, job=job_id, worker=options.worker), on_event)
+    worked = work(swarm, replace(options, job=job_id, until_idle=False), on_event)
     view = swarm.show(job_id)
     if worked["unusable"]:
         view["unusable"] = worked["unusable"]

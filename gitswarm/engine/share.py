@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,7 @@ def fetch(swarm: Swarm, remote: str, key: str) -> None:
     try:
         transport(swarm).fetch(remote, [
             f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*", f"+{MEMORY_REF}*:{prefix}memory*",
+            f"+{layout.BRANCHES_PREFIX}*:{prefix}branches/*",
         ])
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
@@ -127,11 +129,41 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     prefix = _shadow(key)
     report = PullReport(remote=remote)
     repo = swarm.repo
-    caps = load_config(repo.workdir).pull
-    intake = Intake(repo, PullLimits(max_record=caps.max_record, max_pull=caps.max_pull))
+    integrate_jobs(swarm, key, report)
+    who = (COMMITTER, f"{swarm.actor}@gitswarm")
+    intake = Intake(repo, _limits(swarm))
+    report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
+    report.memory, report.invalid_memory = pull_memory(swarm, repo.read_ref(f"{prefix}memory"), intake)
+    return report
+
+
+def _limits(swarm: Swarm) -> PullLimits:
+    caps = load_config(swarm.repo.workdir).pull
+    return PullLimits(max_record=caps.max_record, max_pull=caps.max_pull)
+
+
+def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None) -> None:
+    """Fetch the job refs (all, or only `jobs`) of `remote` into its shadow namespace; WorkFailed if it fails.
+    Fetching every job prunes the shadow of jobs the remote no longer has; fetching some leaves the others."""
+    prefix = _shadow(key)
+    names = ["*"] if jobs is None else list(jobs)
+    try:
+        transport(swarm).fetch(remote, [f"+{layout.JOBS_PREFIX}{name}:{prefix}jobs/{name}" for name in names])
+    except GitCommandError as exc:
+        raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
+
+
+def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[str] | None = None) -> None:
+    """Move the live job refs to hold what the shadow of remote `key` holds (all jobs, or only `jobs`):
+    checked as hostile input, then adopted, fast-forwarded or merged, each by compare-and-swap."""
+    prefix = _shadow(key)
+    repo = swarm.repo
+    intake = Intake(repo, _limits(swarm))
     plans = []
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]
+        if jobs is not None and job_id not in jobs:
+            continue
         try:
             plans.append(_plan(swarm, intake, job_id, theirs))
         except GitswarmError as exc:  # the job is refused and named; the rest of the pull goes on
@@ -146,10 +178,6 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
             report.invalid[plan.job] = str(exc)
             continue
         getattr(report, outcome).append(plan.job)
-    who = (COMMITTER, f"{swarm.actor}@gitswarm")
-    report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
-    report.memory, report.invalid_memory = pull_memory(swarm, repo.read_ref(f"{prefix}memory"), intake)
-    return report
 
 
 def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:

@@ -17,12 +17,10 @@ stopped, their tasks requeued), then raises Terminated.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import signal
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +30,10 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+from gitswarm.engine.arbiter import Arbiter, machine_owner
+from gitswarm.engine.lifeline import die_with_parent, raise_interrupt
+from gitswarm.engine.remote_ledger import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedger
+from gitswarm.engine.remote_watch import RemoteState, RemoteWatch
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.worker import IndexGuard, Worker, WorkerOptions
 from gitswarm.model.errors import GitswarmError
@@ -45,7 +47,6 @@ IDLE_MIN_SECONDS = 0.002
 IDLE_MAX_SECONDS = 0.2
 FINISHED = ("succeeded", "failed", "cancelled")
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 _fork = multiprocessing.get_context("fork")
 
@@ -62,6 +63,8 @@ class WorkOptions:
     job: str | None = None
     until_idle: bool = False
     worker: WorkerOptions = WorkerOptions()
+    remote: str | None = None  # `work --remote`: this remote arbitrates every claim (engine/remote_ledger.py)
+    clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS  # how far past its deadline another machine's lease is expired
 
 
 def is_done(swarm: Swarm, options: WorkOptions) -> bool:
@@ -87,7 +90,7 @@ def worker_main(
     ones at once instead of after their backoff sleep. `supervisor` is the pid
     of the process that forked this one: the worker does not outlive it.
     """
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # first: the parent-death signal must land here
+    signal.signal(signal.SIGTERM, raise_interrupt)  # first: the parent-death signal must land here
     if supervisor is not None and not die_with_parent(supervisor):
         return  # the supervisor died before we asked to die with it
     supervised = (lambda: True) if supervisor is None else (lambda: os.getppid() == supervisor)
@@ -98,8 +101,11 @@ def worker_main(
     def on_adapter(pgid: int) -> None:
         adapter_pgid.value = pgid
 
+    ledger = swarm.ledger
+    if options.remote is not None:
+        ledger = RemoteLedger(ledger, Arbiter(swarm, options.remote), options.clock_skew)
     worker = Worker(
-        swarm.ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter, supervised=supervised
+        ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter, supervised=supervised
     )
     idle = IDLE_MIN_SECONDS
     try:
@@ -129,26 +135,6 @@ def worker_main(
         swarm.close()
 
 
-def die_with_parent(parent: int) -> bool:
-    """Ask the kernel to SIGTERM this process when its parent dies (Linux); False if it already has.
-
-    SIGTERM, not SIGKILL: the worker must live on long enough to kill its
-    adapter's process group, which runs in a session of its own and gets no
-    signal. The parent may have died before the request took effect, hence
-    the check after it. The signal follows the parent *thread*: fork workers
-    from the thread that outlives them. Elsewhere, only the check of the
-    parent pid in the worker's loop and heartbeat remains.
-    """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
-    return os.getppid() == parent
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 class Supervisor:
     def __init__(self, swarm: Swarm, options: WorkOptions, on_event: EventSink = lambda e: None) -> None:
         self.swarm = swarm
@@ -164,9 +150,17 @@ class Supervisor:
         self.done = _fork.Event()
         self.guard = IndexGuard(swarm.ledger)
         self.terminated = False  # set by SIGTERM; the next poll stops the run
+        self.ledger = swarm.ledger
+        self.watch: RemoteWatch | None = None
+        self.remote_state = RemoteState()
+        if options.remote is not None:
+            self.ledger = RemoteLedger(swarm.ledger, Arbiter(swarm, options.remote), options.clock_skew)
+            self.watch = RemoteWatch(self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes)
 
     def _start_worker(self) -> None:
         owner = f"w-{new_id()[-8:]}"
+        if self.options.remote is not None:  # seen by every machine: say whose worker it is
+            owner = machine_owner(self.swarm.actor, owner)
         pgid = _fork.Value("i", 0, lock=False)
         args = (self.path, owner, self.options, pgid, self.done, os.getpid())
         process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
@@ -184,12 +178,16 @@ class Supervisor:
         self.on_event({"event": "start", "job": self.options.job, "workers": self.options.workers})
         with self._sigterm_stops():
             finished = False
+            if self.watch is not None:
+                self.watch.start()
             try:
                 for _ in range(self.options.workers):
                     self._start_worker()
                 self._supervise()
                 finished = True
             finally:
+                if self.watch is not None:
+                    self.watch.stop()
                 if not finished:
                     self.stop()
                     with contextlib.suppress(sqlite3.DatabaseError):  # an index that failed for good has nothing to say
@@ -204,7 +202,10 @@ class Supervisor:
             try:
                 self.swarm.index.check_file()
                 self._reap()
-                self.swarm.ledger.expire(self.swarm.clock())
+                if self.watch is None:
+                    self.swarm.ledger.expire(self.swarm.clock())
+                else:
+                    self._remote_events()
                 self._report()
                 done = is_done(self.swarm, self.options)
             except sqlite3.DatabaseError as exc:
@@ -256,7 +257,7 @@ class Supervisor:
                 os.killpg(shared.value, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        expired = self.swarm.ledger.expire(self.swarm.clock(), owner=owner)
+        expired = self.ledger.expire(self.swarm.clock(), owner=owner)
         return [f"{job}/{task}" for job, task in expired]
 
     def stop(self) -> None:
@@ -274,6 +275,17 @@ class Supervisor:
             with contextlib.suppress(sqlite3.DatabaseError):
                 self.release(owner)
         self.workers.clear()
+
+    def _remote_events(self) -> None:
+        """Say when the remote stops or starts answering, and which leases were expired elsewhere's."""
+        assert self.watch is not None
+        state = self.watch.state()
+        if state.expired:
+            self.on_event({"event": "expired", "tasks": list(state.expired)})
+        if (state.reachable, state.said) != (self.remote_state.reachable, self.remote_state.said):
+            self.on_event({"event": "remote", "remote": self.options.remote, "reachable": state.reachable,
+                           "said": state.said, "retry_in": state.retry_in})
+        self.remote_state = state
 
     def _report(self) -> None:
         for job, task, state, attempts, error, updated in self.swarm.index.changed_tasks(self.since, self.options.job):

@@ -297,8 +297,9 @@ class _Heartbeat:
         self.lease = lease
         self.clock = clock
         self.ttl = ttl
-        self.interval = ttl / 3
         self.renewed = clock()
+        # A third of the lease: of --lease, or of the shorter one a remote claim may carry (engine/remote_ledger.py).
+        self.interval = max(min(ttl, lease.expires - self.renewed), 0.0) / 3
         self.guard = guard
         self.supervised = supervised
         self.lost: str | None = None

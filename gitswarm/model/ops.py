@@ -53,6 +53,15 @@ class TaskFinished(OpBase, tag="finished", kw_only=True, frozen=True):
     tokens: int = 0  # their input + output tokens
 
 
+class LeaseRenewed(OpBase, tag="renewed", kw_only=True, frozen=True):
+    """A running task's lease extended to `lease_expires` by its holder (written by `work --remote`,
+    where the deadline in the record is what every machine judges the lease by)."""
+
+    task: str
+    token: int
+    lease_expires: float
+
+
 class LeaseExpired(OpBase, tag="expired", kw_only=True, frozen=True):
     task: str
     token: int
@@ -107,12 +116,12 @@ class SteeringDelivered(OpBase, tag="steering_delivered", kw_only=True, frozen=T
 
 
 Op = (
-    JobCreated | TaskClaimed | TaskFinished | LeaseExpired | Cancelled | Retried | ArtifactsRecorded | BudgetStopped
+    JobCreated | TaskClaimed | TaskFinished | LeaseRenewed | LeaseExpired | Cancelled | Retried | ArtifactsRecorded | BudgetStopped
     | FollowedUp | Steered | SteeringDelivered
 )
 # One concrete kind of operation (what a function that makes one returns).
 OpT = TypeVar(
-    "OpT", JobCreated, TaskClaimed, TaskFinished, LeaseExpired, Cancelled, Retried, ArtifactsRecorded, BudgetStopped,
+    "OpT", JobCreated, TaskClaimed, TaskFinished, LeaseRenewed, LeaseExpired, Cancelled, Retried, ArtifactsRecorded, BudgetStopped,
     FollowedUp, Steered, SteeringDelivered,
 )
 

@@ -23,6 +23,7 @@ from gitswarm.model.ops import (
     FollowedUp,
     JobCreated,
     LeaseExpired,
+    LeaseRenewed,
     Op,
     Retried,
     Steered,
@@ -177,6 +178,11 @@ class _Apply:
                     self.unblock_dependents(done)
                 else:
                     self.end_attempt(task, error or "failed", op.retryable, backoff=True)
+            case LeaseRenewed(task=task_id, token=token, lease_expires=expires):
+                task = self.running(task_id, token)
+                if task.lease_expires is not None and expires < task.lease_expires:
+                    raise InvalidTransition(f"task {task_id}: a renewal may not shorten the lease")
+                self.set(task, lease_expires=expires)
             case LeaseExpired(task=task_id, token=token):
                 # The worker vanished; that is no reason to make the task wait.
                 self.end_attempt(self.running(task_id, token), "lease expired", True, backoff=False)

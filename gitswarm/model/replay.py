@@ -4,7 +4,7 @@ All operations are applied once each, from nothing, in ascending (clock,
 actor, id) order. An operation that does not apply at its turn changes
 nothing but the clock; a finish whose claim lost to another clone's (both
 carry the same token, so the claim's actor tells them apart) is not applied
-either, nor is a delivery of steering to that claim's attempt. The result
+either, nor is a delivery of steering to that claim's attempt or a renewal of its lease. The result
 depends only on the set of operations, so two clones' histories merge
 commutatively and lose nothing. These are state-machine
 rules, next to the reducer that applies each operation: a new kind of
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import msgspec
 
 from gitswarm.model.errors import CorruptRecord, InvalidTransition, LeaseLost
-from gitswarm.model.ops import JobCreated, Op, SteeringDelivered, TaskClaimed, TaskFinished
+from gitswarm.model.ops import JobCreated, LeaseRenewed, Op, SteeringDelivered, TaskClaimed, TaskFinished
 from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
 
@@ -50,7 +50,7 @@ def replay(ops: list[Op], where: str) -> Replayed:
     if sum(isinstance(op, JobCreated) for op in ordered) != 1:
         raise CorruptRecord(f"{where}: a job's history holds exactly one job_created")
     for op in ordered:
-        if isinstance(op, (TaskFinished, SteeringDelivered)) and (op.task, op.token, op.actor) in lost_claims:
+        if isinstance(op, (TaskFinished, SteeringDelivered, LeaseRenewed)) and (op.task, op.token, op.actor) in lost_claims:
             state, skipped = _seen(state, op), skipped + 1
             continue
         try:

@@ -33,6 +33,7 @@ from gitswarm.model.ops import (
     FollowedUp,
     JobCreated,
     LeaseExpired,
+    LeaseRenewed,
     Op,
     Steered,
     SteeringDelivered,
@@ -146,12 +147,14 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
     if task is not None:
         _task_id(task, f"{where}.task")
         _need(task_ids is None or task in task_ids, where, f"names task {task!r}, which the job does not have")
-    if isinstance(op, (TaskClaimed, TaskFinished, LeaseExpired, SteeringDelivered)):
+    if isinstance(op, (TaskClaimed, TaskFinished, LeaseRenewed, LeaseExpired, SteeringDelivered)):
         _need(1 <= op.token <= MAX_INT, where, f"token {op.token} out of range")
     if isinstance(op, (FollowedUp, Steered, SteeringDelivered)):
         _check_guidance(op, where)
     if isinstance(op, TaskClaimed):
         _name(op.owner, f"{where}.owner", _OWNER)
+        _time(op.lease_expires, f"{where}.lease_expires")
+    if isinstance(op, LeaseRenewed):
         _time(op.lease_expires, f"{where}.lease_expires")
     if isinstance(op, TaskFinished):
         _need(0 <= op.cost_usd <= MAX_FLOAT and 0 <= op.tokens <= MAX_INT, where, "cost or tokens out of range")

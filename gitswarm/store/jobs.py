@@ -185,11 +185,17 @@ class JobRefs:
         written) when an op does not apply, RefConflict when the ref moved
         since the snapshot.
         """
-        ops = (ops,) if not isinstance(ops, Sequence) else tuple(ops)
-        change = apply_all(ops, snapshot.state, snapshot.task, snapshot.task_ids)
-        tip = self._commit(snapshot.tree, snapshot.tip, ops, change, {}, artifacts)
+        tip, change = self.commit_ops(snapshot, ops, artifacts)
         self.repo.cas_ref(layout.job_ref(snapshot.job_id), tip, snapshot.tip, "gitswarm")
         return tip, change
+
+    def commit_ops(
+        self, snapshot: Snapshot, ops: Op | Sequence[Op], artifacts: Iterable[Artifact] = ()
+    ) -> tuple[str, Change]:
+        """append() without moving the ref: the commit a remote must accept first (`work --remote`)."""
+        ops = (ops,) if not isinstance(ops, Sequence) else tuple(ops)
+        change = apply_all(ops, snapshot.state, snapshot.task, snapshot.task_ids)
+        return self._commit(snapshot.tree, snapshot.tip, ops, change, {}, artifacts), change
 
     def _commit(
         self,

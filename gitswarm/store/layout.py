@@ -25,6 +25,13 @@ ARTIFACTS_FANS = "artifacts."
 BLOBS_FANS = "blobs."
 
 
+BRANCHES_PREFIX = "refs/swarm/branches/"  # an implement task's head, pushed with its finish by `work --remote`
+
+
+def branch_ref(job_id: str, task_id: str) -> str:
+    return f"{BRANCHES_PREFIX}{job_id}/{task_id}"
+
+
 def job_ref(job_id: str) -> str:
     return JOBS_PREFIX + job_id
 

@@ -261,7 +261,7 @@ class Ledger:
         snapshot, change = self._transition(job_id, build)
         if change.state.stopped:
             return None
-        return _lease(snapshot, change, task_id, owner, now + ttl)
+        return granted_lease(snapshot, change, task_id, owner, now + ttl)
 
     def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
         """Extend a live lease; LeaseLost if it expired, was revoked or superseded."""
@@ -333,7 +333,7 @@ class Ledger:
             if pick is None:
                 return change.tasks[lease.task], None
             if pick[0] == lease.job:
-                return change.tasks[lease.task], _lease(snapshot, change, pick[1], lease.owner, now + ttl)
+                return change.tasks[lease.task], granted_lease(snapshot, change, pick[1], lease.owner, now + ttl)
             return change.tasks[lease.task], self._claim_chosen(*pick, lease.owner, ttl, now)
 
     def _check_lease(self, lease: Lease, now: float) -> None:
@@ -403,7 +403,7 @@ class Ledger:
         return expired
 
 
-def _lease(snapshot: Snapshot, change: Change, task_id: str, owner: str, expires: float) -> Lease:
+def granted_lease(snapshot: Snapshot, change: Change, task_id: str, owner: str, expires: float) -> Lease:
     """The lease a claim written in `change` grants."""
     task = change.tasks[task_id]
     return Lease(

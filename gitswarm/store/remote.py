@@ -6,7 +6,7 @@ with gitcli's pinned environment (no prompts, no pager, no inherited GIT_DIR).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gitswarm.store.gitcli import git, git_run, said
@@ -44,3 +44,25 @@ class GitTransport:
             return PushResult(ok=False, pushed=(), rejected=rejected, said=said(done.stderr))
         pushed = tuple(line.split("\t")[1].split(":")[0] for line in lines if line[:1] in _MOVED_FLAGS)
         return PushResult(ok=True, pushed=pushed, rejected=rejected, said="")
+
+    def offer(self, remote: str, updates: Mapping[str, str], expect: Mapping[str, str | None] | None = None) -> PushResult:
+        """Push commits by id (`updates`: remote ref -> commit) all or none, in one connection.
+
+        A ref not in `expect` moves only as a fast-forward (the remote's
+        compare-and-swap: a push built on a tip the remote no longer has is
+        refused). A ref in `expect` moves only if the remote still holds the
+        commit given there (None: only if it has no such ref): a compare-and-swap
+        for a branch a new attempt reset. Used by `work --remote`.
+        """
+        # --no-verify: only refs/swarm/* are offered, which the pre-push gate never gates (engine/push_gate.py);
+        # its interpreter start-up would be paid on every claim.
+        if any(not ref.startswith("refs/swarm/") for ref in updates):
+            raise ValueError("only refs under refs/swarm/ are offered")
+        leases = [f"--force-with-lease={ref}:{old or ''}" for ref, old in sorted((expect or {}).items())]
+        specs = [f"{new}:{ref}" for ref, new in updates.items()]
+        done = git_run([*NO_HOUSEKEEPING, "push", "--atomic", "--porcelain", "--no-verify", *leases, remote, *specs], self.repo_dir)
+        lines = done.stdout.decode(errors="replace").splitlines()
+        rejected = tuple(line for line in lines if line.startswith("!"))
+        if done.returncode != 0:
+            return PushResult(ok=False, pushed=(), rejected=rejected, said=said(done.stderr))
+        return PushResult(ok=True, pushed=tuple(updates), rejected=(), said="")

@@ -1,0 +1,263 @@
+"""Leases across machines: the ledger's transitions, each accepted by the remote before it counts.
+
+A claim, a renewal, an expiry and a finish are built on the job's tip as
+this clone last saw it on the remote, and offered to the remote
+(engine/arbiter.py); only once the remote accepted the commit does the
+local ref move and the worker act on it: no agent starts before its claim
+is on the remote. Refused, the job is fetched and merged, and the
+operation is built again, which checks it again: a task someone else
+claimed meanwhile is not claimed twice, a finish whose lease was expired
+elsewhere raises LeaseLost as it does locally.
+
+The lease lives in the task record (`lease_expires`): the task's timeout
+plus a grace, at most the worker's lease length; a task that may run longer
+pushes a renewal when a third of its lease has passed. Any participant may
+expire a lease whose deadline passed more than the clock-skew allowance ago.
+Operations that do not decide who runs what (cancel, retry, steering,
+summaries) stay local and travel with the next accepted commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from gitswarm.engine.arbiter import Arbiter, Backoff, Offered
+from gitswarm.model.artifacts import Artifact, Patch
+from gitswarm.model.budget import exhausted
+from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, WorkFailed
+from gitswarm.model.ops import BudgetStopped, LeaseExpired, LeaseRenewed, Op, TaskClaimed
+from gitswarm.model.records import Task, TaskSpec, TaskState
+from gitswarm.model.reducer import Change, apply
+from gitswarm.store.ledger import Built, Lease, Ledger, granted_lease
+from gitswarm.store.jobs import Snapshot
+
+LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
+DEFAULT_CLOCK_SKEW_SECONDS = 5.0
+OFFER_ROUNDS = 64  # refusals in a row (the remote kept moving) before an operation gives up
+CLAIM_PICKS = 8  # tasks tried in turn when others keep taking them first
+
+
+class RemoteUnavailable(WorkFailed):
+    """The remote did not answer; nothing was written anywhere."""
+
+
+class RemoteLedger(Ledger):
+    """A Ledger whose lease transitions are decided by a git remote (`work --remote`)."""
+
+    def __init__(
+        self, ledger: Ledger, arbiter: Arbiter, clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(ledger.refs, ledger.index, ledger.trusted_remotes)
+        self.arbiter = arbiter
+        self.clock_skew = clock_skew
+        self.clock = clock or arbiter.swarm.clock
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def offer(
+        self, job_id: str, build: Callable[[Snapshot], Built], patient: bool = False, branch: tuple[str, str] | None = None,
+    ) -> tuple[Snapshot, Change]:
+        """Build on the local tip, have the remote accept it, then move the local ref.
+
+        Refused: fetch and merge the job, build again (`build` raises LeaseLost or
+        InvalidTransition when what it was to do no longer applies). Unreachable:
+        RemoteUnavailable, or with `patient`, back off with jitter and try again until
+        the remote answers (a finish is kept until it lands or its lease is lost).
+        """
+        refused, unreachable = Backoff(base=0.01, cap=0.5), Backoff()
+        for _ in range(OFFER_ROUNDS):
+            snapshot = self._snapshot(job_id)
+            ops, artifacts = build(snapshot)
+            tip, change = self.refs.commit_ops(snapshot, ops, artifacts)
+            offered = self.arbiter.offer(job_id, tip, branch)
+            if offered is Offered.ACCEPTED:
+                self.arbiter.adopt(snapshot, tip, change, artifacts)
+                return snapshot, change
+            if offered is Offered.UNREACHABLE:
+                if not patient:
+                    raise RemoteUnavailable(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
+                while True:  # wait for it: a refusal count is no measure of an outage
+                    self.arbiter.sleep(unreachable.next())
+                    if self.arbiter.try_sync([job_id]):
+                        break
+                unreachable.reset()
+                continue
+            self.arbiter.sleep(refused.next())
+            if not self.arbiter.try_sync([job_id]) and not patient:
+                raise RemoteUnavailable(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
+        raise InternalError(f"job {job_id}: the remote kept moving; gave up after {OFFER_ROUNDS} offers")
+
+    def lease_length(self, spec: TaskSpec, ttl: float) -> float:
+        """How long a claim of a task holds before it must be renewed: its timeout plus a grace, at most `ttl`."""
+        return min(spec.timeout + LEASE_GRACE_SECONDS, ttl)
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
+    ) -> Lease | None:
+        """Lease one queued task once the remote accepted the claim; None when there is none
+        (as this clone knows) or the remote did not answer."""
+        for _ in range(CLAIM_PICKS):
+            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs)
+            if pick is None:
+                return None
+            try:
+                lease = self._claim_chosen(*pick, owner, ttl, now)
+            except (InvalidTransition, LeaseLost):
+                continue  # another machine took it first: choose again from what the refusal brought
+            except RemoteUnavailable:
+                return None
+            return lease
+        return None
+
+    def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
+        def build(s: Snapshot) -> Built:
+            spent = exhausted(s.job, s.state, now)
+            if spent is not None:
+                return self.refs.next_op(BudgetStopped, s, now, reason=spent), ()
+            return self._claim_op(s, s.task(task_id), owner, ttl, now), ()
+
+        snapshot, change = self.offer(job_id, build)
+        if change.state.stopped:
+            return None
+        task = change.tasks[task_id]
+        return granted_lease(snapshot, change, task_id, owner, task.lease_expires or now)
+
+    def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
+        if task.state is not TaskState.QUEUED:
+            raise InvalidTransition(f"task {task.id} is {task.state.value}, not queued")
+        return self.refs.next_op(
+            TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner,
+            lease_expires=now + self.lease_length(task.spec, ttl),
+        )
+
+    def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        """Push a renewal of a live lease. LeaseLost if the remote says it is no longer held; the
+        lease unchanged if the remote did not answer (the heartbeat tries again)."""
+        expires = now + self.lease_length(lease.spec, ttl)
+
+        def build(s: Snapshot) -> Built:
+            _own(s, lease)
+            return self.refs.next_op(LeaseRenewed, s, now, task=lease.task, token=lease.token, lease_expires=expires), ()
+
+        try:
+            self.offer(lease.job, build)
+        except RemoteUnavailable:
+            return lease
+        except InvalidTransition as exc:
+            raise LeaseLost(str(exc)) from None
+        return dataclasses.replace(lease, expires=expires)
+
+    def held(self, lease: Lease, now: float) -> bool:
+        """Still ours as this clone last saw the remote, and not past its deadline by more than the skew."""
+        row = self.index.lease(lease.job, lease.task)
+        return row is not None and row.owner == lease.owner and row.token == lease.token and row.expires + self.clock_skew >= now
+
+    def finish(
+        self, lease: Lease, ok: bool, now: float, error: str | None = None, artifacts: Sequence[Artifact] = (),
+        retryable: bool = True,
+    ) -> Task:
+        task, _ = self.finish_and_claim(lease, ok, now, 0.0, error, artifacts, retryable, claim_next=False)
+        return task
+
+    def finish_and_claim(
+        self,
+        lease: Lease,
+        ok: bool,
+        now: float,
+        ttl: float,
+        error: str | None = None,
+        artifacts: Sequence[Artifact] = (),
+        retryable: bool = True,
+        job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
+        claim_next: bool = True,
+    ) -> tuple[Task, Lease | None]:
+        """The finish, and the worker's next claim in the same job, in one commit the remote accepts.
+
+        Pushed until it lands (an implement task's head with it) or its lease turns
+        out lost (LeaseLost): an unreachable remote is waited for, with backoff.
+        """
+        finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
+        self.refs.write_artifacts(artifacts)
+        picked: list[str | None] = [None]
+
+        def build(snapshot: Snapshot) -> Built:
+            _own(snapshot, lease)
+            op, _ = finish(snapshot)
+            ops: list[Op] = [op]
+            picked[0] = None
+            if claim_next:
+                after = apply(op, snapshot.state, snapshot.task)
+                pick = self._pick(now, job_id, after, lease.job, exclude, skip_jobs)
+                if pick is not None and pick[0] == lease.job and exhausted(snapshot.job, after.state, now) is None:
+                    task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
+                    ops.append(self._claim_op(snapshot, task, lease.owner, ttl, now, after=1))
+                    picked[0] = pick[1]
+            return ops, artifacts
+
+        patches = [a for a in artifacts if isinstance(a, Patch)]
+        branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
+        try:
+            snapshot, change = self.offer(lease.job, build, patient=True, branch=branch)
+        except InvalidTransition as exc:
+            raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
+        done = change.tasks[lease.task]
+        if picked[0] is not None:
+            task = change.tasks[picked[0]]
+            return done, granted_lease(snapshot, change, picked[0], lease.owner, task.lease_expires or now)
+        return done, None
+
+    def expire(self, now: float, job_id: str | None = None, owner: str | None = None) -> list[tuple[str, str]]:
+        """Push the expiry of every lease whose deadline passed more than the clock skew ago (any
+        machine's); with `owner`, of every lease that owner holds (a worker of this machine known dead)."""
+        if owner is None:
+            rows = self.index.db.execute(
+                "SELECT job, task, token FROM leases WHERE expires < ? ORDER BY job, task", (now - self.clock_skew,)
+            ).fetchall()
+        else:
+            rows = self.index.db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY job, task", (owner,)).fetchall()
+        expired = []
+        for job, task_id, token in rows:
+            if job_id is not None and job != job_id:
+                continue
+
+            def build(s: Snapshot, task_id: str = task_id, token: int = token) -> Built:
+                task = s.task(task_id)
+                if task.state is not TaskState.RUNNING or task.claims != token:
+                    raise InvalidTransition(f"task {task_id}: claim {token} is no longer current")
+                if owner is None and (task.lease_expires or 0.0) + self.clock_skew >= now:
+                    raise InvalidTransition(f"task {task_id}: its lease was renewed")
+                if owner is not None and task.owner != owner:
+                    raise InvalidTransition(f"task {task_id} is held by {task.owner}")
+                return self.refs.next_op(LeaseExpired, s, now, task=task_id, token=token), ()
+
+            try:
+                self.offer(job, build)
+            except (InvalidTransition, LeaseLost):
+                continue
+            except RemoteUnavailable:
+                break
+            expired.append((job, task_id))
+        return expired
+
+
+def _own(snapshot: Snapshot, lease: Lease) -> None:
+    """Raise LeaseLost unless the task is still running under this lease in `snapshot`."""
+    task = snapshot.task(lease.task)
+    if task.state is not TaskState.RUNNING or task.claims != lease.token or task.owner != lease.owner:
+        raise LeaseLost(
+            f"{lease.job}/{lease.task}: lease {lease.token} is no longer held (the task is {task.state.value}"
+            + (f", claimed by {task.owner}" if task.owner and task.owner != lease.owner else "") + "); result refused"
+        )
+
