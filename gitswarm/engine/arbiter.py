@@ -42,6 +42,11 @@ def machine_owner(actor: str, worker: str) -> str:
     return f"{host}.{actor[-6:]}.{worker}"
 
 
+class RemoteRefused(WorkFailed):
+    """The remote holds a history of the job that does not pass the checks every pull makes
+    (forged, corrupt, from a newer gitswarm): nothing of it is taken, nothing more is offered."""
+
+
 class Offered(enum.Enum):
     ACCEPTED = "accepted"
     MOVED = "moved"  # the remote's tip is not the one the offer was built on
@@ -78,6 +83,7 @@ class Arbiter:
         self.transport: GitTransport = transport(swarm)
         self.sleep = sleep
         self.said = ""  # what the remote last said when it did not answer
+        self.refused: dict[str, str] = {}  # jobs whose history there this clone refused, and why
 
     def sync(self, jobs: Collection[str] | None = None) -> PullReport:
         """Fetch the jobs (all, or only `jobs`) and merge them into the local refs and index.
@@ -85,12 +91,18 @@ class Arbiter:
         fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
         report = PullReport(remote=self.remote)
         integrate_jobs(self.swarm, self.key, report, jobs)
+        self.refused.update(report.invalid)
+        named = sorted(set(jobs or ()) & set(report.invalid))
+        if named:
+            raise RemoteRefused(f"job {named[0]}: what {self.remote} holds is refused here: {report.invalid[named[0]]}")
         return report
 
     def try_sync(self, jobs: Collection[str] | None = None) -> bool:
-        """sync(), False (and `said` set) when the remote could not be reached."""
+        """sync(), False (and `said` set) when the remote could not be reached; RemoteRefused as sync()."""
         try:
             self.sync(jobs)
+        except RemoteRefused:
+            raise
         except WorkFailed as exc:
             self.said = str(exc)
             return False

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from gitswarm.engine.arbiter import Arbiter, Backoff, Offered
+from gitswarm.engine.arbiter import Arbiter, Backoff, Offered, RemoteRefused
 from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, WorkFailed
@@ -107,13 +107,15 @@ class RemoteLedger(Ledger):
         """Lease one queued task once the remote accepted the claim; None when there is none
         (as this clone knows) or the remote did not answer."""
         for _ in range(CLAIM_PICKS):
-            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs)
+            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs | frozenset(self.arbiter.refused))
             if pick is None:
                 return None
             try:
                 lease = self._claim_chosen(*pick, owner, ttl, now)
             except (InvalidTransition, LeaseLost):
                 continue  # another machine took it first: choose again from what the refusal brought
+            except RemoteRefused:
+                continue  # that job is not taken from the remote any more; choose from the others
             except RemoteUnavailable:
                 return None
             return lease
@@ -153,7 +155,7 @@ class RemoteLedger(Ledger):
             self.offer(lease.job, build)
         except RemoteUnavailable:
             return lease
-        except InvalidTransition as exc:
+        except (InvalidTransition, RemoteRefused) as exc:
             raise LeaseLost(str(exc)) from None
         return dataclasses.replace(lease, expires=expires)
 
@@ -210,7 +212,7 @@ class RemoteLedger(Ledger):
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
         try:
             snapshot, change = self.offer(lease.job, build, patient=True, branch=branch)
-        except InvalidTransition as exc:
+        except (InvalidTransition, RemoteRefused) as exc:
             raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
         done = change.tasks[lease.task]
         if picked[0] is not None:
@@ -244,7 +246,7 @@ class RemoteLedger(Ledger):
 
             try:
                 self.offer(job, build)
-            except (InvalidTransition, LeaseLost):
+            except (InvalidTransition, LeaseLost, RemoteRefused):
                 continue
             except RemoteUnavailable:
                 break

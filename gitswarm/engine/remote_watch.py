@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from gitswarm.engine.arbiter import Arbiter, Backoff
+from gitswarm.engine.arbiter import Arbiter, Backoff, RemoteRefused
 from gitswarm.engine.lifeline import die_with_parent, raise_interrupt
 from gitswarm.engine.remote_ledger import RemoteLedger
 from gitswarm.engine.swarm import Swarm
@@ -40,6 +40,7 @@ class RemoteState:
     said: str = ""
     retry_in: float = 0.0
     expired: tuple[str, ...] = ()  # JOB/TASK leases it expired since last asked
+    refused: tuple[tuple[str, str], ...] = ()  # (job, why) of the jobs whose history there is refused here
 
 
 class RemoteWatch:
@@ -98,7 +99,11 @@ def watch_main(
         wait = 0.0
         last = RemoteState()
         while not stopped.wait(wait) and os.getppid() == supervisor:
-            if not arbiter.try_sync(None if job is None else [job]):
+            try:
+                reached = arbiter.try_sync(None if job is None else [job])
+            except RemoteRefused:
+                reached = True  # the job is in arbiter.refused: reported below, and the supervisor stops
+            if not reached:
                 wait = backoff.next()
                 last = RemoteState(False, arbiter.said, round(wait, 1))
                 reports.put(last)
@@ -110,7 +115,8 @@ def watch_main(
                 expired, said = [], str(exc)
             else:
                 said = ""
-            state = RemoteState(True, said, 0.0, tuple(f"{j}/{t}" for j, t in expired))
+            refused = tuple(sorted(arbiter.refused.items()))
+            state = RemoteState(True, said, 0.0, tuple(f"{j}/{t}" for j, t in expired), refused)
             if state != last:
                 reports.put(state)
                 last = dataclasses.replace(state, expired=())

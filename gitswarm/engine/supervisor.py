@@ -36,7 +36,7 @@ from gitswarm.engine.remote_ledger import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedg
 from gitswarm.engine.remote_watch import RemoteState, RemoteWatch
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.worker import IndexGuard, Worker, WorkerOptions
-from gitswarm.model.errors import GitswarmError
+from gitswarm.model.errors import GitswarmError, WorkFailed
 from gitswarm.model.ids import new_id
 from gitswarm.store.index import IndexBroken
 
@@ -282,6 +282,11 @@ class Supervisor:
         state = self.watch.state()
         if state.expired:
             self.on_event({"event": "expired", "tasks": list(state.expired)})
+        for job, why in state.refused:
+            if job not in dict(self.remote_state.refused):
+                self.on_event({"event": "refused", "job": job, "remote": self.options.remote, "why": why})
+            if job == self.options.job:
+                raise WorkFailed(f"job {job}: what {self.options.remote} holds is refused here: {why}")
         if (state.reachable, state.said) != (self.remote_state.reachable, self.remote_state.said):
             self.on_event({"event": "remote", "remote": self.options.remote, "reachable": state.reachable,
                            "said": state.said, "retry_in": state.retry_in})

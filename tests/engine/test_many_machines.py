@@ -1,0 +1,209 @@
+"""Many machines, one swarm, through a real network remote: `git daemon` on loopback.
+
+Three clones with homes of their own are three machines, each running
+`gitswarm work --remote origin -j 2` as a user would. Every task's command
+writes "start TASK MACHINE" and "end TASK MACHINE" to one log, so the tests
+see what ran where and how often; the job's history on the remote says
+which finishes were accepted and which leases were expired.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import isolation_env
+from tests.netremote import GitDaemon
+from tests.proctools import children, kill_quietly, wait_for
+
+MACHINES = 3
+
+
+class Machine:
+    def __init__(self, root: Path, name: str, url: str) -> None:
+        self.name = name
+        home = root / f"home-{name}"
+        home.mkdir()
+        self.env = {**os.environ, **isolation_env(home)}
+        self.path = root / name
+        subprocess.run(["git", "clone", "-q", url, str(self.path)], check=True, env=self.env, capture_output=True)
+
+    def gitswarm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "gitswarm", *args], cwd=self.path, env=self.env, capture_output=True, text=True, timeout=120
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{self.name}: gitswarm {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
+        return done
+
+    def work(self, job: str, *extra: str) -> subprocess.Popen[str]:
+        """`work --remote` in a session of its own (the machine's processes, to kill as one)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "gitswarm", "--json", "work", "--remote", "origin", "--trust", "origin", "--job", job, "-j", "2", *extra],
+            cwd=self.path, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+
+    def tip(self, job: str) -> str:
+        return subprocess.run(
+            ["git", "rev-parse", f"refs/swarm/jobs/{job}"], cwd=self.path, env=self.env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[GitDaemon]:
+    served = GitDaemon(tmp_path, dict(os.environ))
+    served.start()
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"], ["push", "-q", served.url, "main"]):
+        if args[0] == "add":
+            (seed / "README.md").write_text("a shared project\n")
+        subprocess.run(["git", *args], cwd=seed, check=True, capture_output=True)
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def machines(tmp_path: Path, daemon: GitDaemon) -> list[Machine]:
+    return [Machine(tmp_path, f"m{i}", daemon.url) for i in range(MACHINES)]
+
+
+def submit(machine: Machine, tmp_path: Path, count: int, seconds: float) -> tuple[str, Path]:
+    log = tmp_path / "ran.log"
+    command = f'echo start $T $(basename $(pwd)) >> {log}; sleep {seconds}; echo end $T $(basename $(pwd)) >> {log}'
+    tasks = "".join(f'[[tasks]]\nid = "t{i:03d}"\ncommand = "T=t{i:03d}; {command}"\n' for i in range(count))
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'goal = "many machines"\n{tasks}')
+    job = json.loads(machine.gitswarm("--json", "submit", "--remote", "origin", str(spec)).stdout)["id"]
+    return job, log
+
+
+def events(log: Path) -> list[tuple[str, str, str]]:
+    return [tuple(line.split()) for line in log.read_text().splitlines()] if log.exists() else []  # type: ignore[misc]
+
+
+def history(machine: Machine, job: str) -> list[dict]:
+    return json.loads(machine.gitswarm("--json", "log", job).stdout)["events"]
+
+
+def finish_all(running: list[subprocess.Popen[str]], timeout: float = 120) -> list[dict]:
+    """Wait for every machine to exit 0; their progress events (--json: one JSON object per line on stderr)."""
+    said = []
+    for process in running:
+        _, err = process.communicate(timeout=timeout)
+        assert process.returncode == 0, err[-3000:]
+        said += [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    return said
+
+
+def assert_converged(machines: list[Machine], daemon: GitDaemon, job: str) -> None:
+    """Every clone and the remote hold the same job tip; git fsck and gitswarm doctor are clean everywhere."""
+    remote = subprocess.run(["git", "rev-parse", f"refs/swarm/jobs/{job}"], cwd=daemon.bare, capture_output=True, text=True, check=True)
+    for machine in machines:
+        machine.gitswarm("pull", "origin")
+        assert machine.tip(job) == remote.stdout.strip(), machine.name
+        fsck = subprocess.run(["git", "fsck", "--strict"], cwd=machine.path, env=machine.env, capture_output=True, text=True)
+        assert fsck.returncode == 0, fsck.stderr
+        doctor = machine.gitswarm("--json", "doctor", check=False)
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    fsck = subprocess.run(["git", "fsck", "--strict"], cwd=daemon.bare, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def test_three_machines_run_each_task_once(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
+    job, log = submit(machines[0], tmp_path, 24, 0.2)
+    finish_all([m.work(job) for m in machines])
+    ran = events(log)
+    starts = Counter(task for kind, task, _ in ran if kind == "start")
+    assert sorted(starts) == [f"t{i:03d}" for i in range(24)] and set(starts.values()) == {1}
+    assert len({where for _, _, where in ran}) >= 2, "the work was spread over the machines"
+    finished = Counter(e["task"] for e in history(machines[1], job) if e["op"] == "finished")
+    assert set(finished.values()) == {1} and len(finished) == 24
+    status = json.loads(machines[2].gitswarm("--json", "status", "--remote", "origin", job).stdout)
+    assert status["status"] == "succeeded"
+    assert_converged(machines, daemon, job)
+
+
+def test_a_claim_counts_only_once_the_remote_took_it(machines: list[Machine], tmp_path: Path) -> None:
+    """Each claim on the remote names the machine (host.clone.worker) whose worker ran the task."""
+    job, log = submit(machines[0], tmp_path, 6, 0.1)
+    finish_all([m.work(job) for m in machines[:2]])
+    claims = [e for e in history(machines[0], job) if e["op"] == "claimed"]
+    assert len(claims) == 6
+    actors = {m.name: m.path.joinpath(".git", "gitswarm", "actor").read_text().strip() for m in machines[:2]}
+    for claim in claims:
+        owner = claim["record"]["owner"]
+        assert owner.split(".")[-2] == claim["actor"][-6:], owner  # the clone in the owner is the one that wrote it
+        assert claim["actor"] in actors.values()
+    assert {where for _, _, where in events(log)} <= {"m0", "m1"}
+
+
+def descendants(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        for child in children(pending.pop()):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def kill_machine(process: subprocess.Popen[str]) -> None:
+    """kill -9 of every process of a machine: stopped first, so that none forks a new one meanwhile.
+    Adapters run in sessions of their own: they are found as descendants, not by process group."""
+    pids = [process.pid]
+    for _ in range(3):
+        kill_quietly(pids, signal.SIGSTOP)
+        pids = [process.pid, *descendants(process.pid)]
+    kill_quietly(pids, signal.SIGKILL)
+    process.wait()
+
+
+def test_a_machine_killed_mid_run_has_its_tasks_finished_elsewhere(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
+    job, log = submit(machines[0], tmp_path, 15, 1.0)
+    running = [m.work(job, "--lease", "3", "--clock-skew", "0.5") for m in machines]
+    wait_for(lambda: any(kind == "start" and where == "m0" for kind, _, where in events(log)), 60, "m0 to start a task")
+    kill_machine(running[0])
+    held = {task for kind, task, where in events(log) if kind == "start" and where == "m0"}
+    finish_all(running[1:])
+    ran = events(log)
+    ends = Counter(task for kind, task, where in ran if kind == "end" and where != "m0")
+    starts = Counter(task for kind, task, _ in ran if kind == "start")
+    assert set(starts) == {f"t{i:03d}" for i in range(15)}
+    log_events = history(machines[1], job)
+    expired = {e["task"] for e in log_events if e["op"] == "expired"}
+    finished = Counter(e["task"] for e in log_events if e["op"] == "finished")
+    assert set(finished.values()) == {1} and len(finished) == 15  # exactly one accepted finish each
+    twice = {task for task, n in starts.items() if n > 1}
+    assert twice <= expired <= held, (twice, expired, held)  # a command ran again only where a lease was lost
+    unfinished_on_m0 = held - {task for kind, task, where in ran if kind == "end" and where == "m0"}
+    assert unfinished_on_m0, "m0 was killed while it held a task"
+    assert unfinished_on_m0 <= expired and all(ends[task] == 1 for task in unfinished_on_m0)
+    assert_converged(machines, daemon, job)
+
+
+def test_the_remote_down_for_ten_seconds_loses_nothing(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
+    job, log = submit(machines[0], tmp_path, 18, 0.8)
+    running = [m.work(job) for m in machines]
+    wait_for(lambda: sum(kind == "end" for kind, _, _ in events(log)) >= 3, 60, "three tasks to finish")
+    daemon.stop()
+    down = time.monotonic()
+    time.sleep(10)
+    daemon.start()
+    said = finish_all(running)
+    assert time.monotonic() - down >= 10
+    outage = [e for e in said if e["event"] == "remote" and not e["reachable"]]
+    assert outage and all(e["said"] and e["retry_in"] > 0 for e in outage), said  # they said what they waited for
+    starts = Counter(task for kind, task, _ in events(log) if kind == "start")
+    assert len(starts) == 18 and set(starts.values()) == {1}, starts
+    finished = Counter(e["task"] for e in history(machines[2], job) if e["op"] == "finished")
+    assert len(finished) == 18 and set(finished.values()) == {1}
+    assert_converged(machines, daemon, job)
