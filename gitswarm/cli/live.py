@@ -39,6 +39,7 @@ class LiveView:
         self.running: dict[tuple[str, str], float] = {}
         self.recent: collections.deque[Text] = collections.deque(maxlen=RECENT)
         self.note = "starting workers"
+        self.remote = ""  # what the remote did not answer, while it does not
         self.live = Live(console=self.console, refresh_per_second=8, get_renderable=self.render, transient=False)
 
     def __enter__(self) -> LiveView:
@@ -73,6 +74,15 @@ class LiveView:
             self.note = f"job {escape(event['job'])}"
         elif kind == "start":
             self.note = f"{event['workers']} workers" + (f" on job {escape(event['job'])}" if event.get("job") else "")
+        elif kind == "remote":  # work --remote: say what the machine waits for while the remote does not answer
+            self.remote = "" if event["reachable"] else (
+                f"remote {escape(event['remote'])} not answering ({escape(event['said'])}); trying again in {event['retry_in']:g}s"
+            )
+        elif kind == "expired":
+            self.recent.append(Text(f"leases expired (their machine went quiet): {escape(', '.join(event['tasks']))}", "yellow"))
+        elif kind == "refused":
+            self.console.print(Text.assemble((f"job {escape(event['job'])} on {escape(event['remote'])} refused here:", "red"), " ",
+                                             escape(event["why"])))
 
     def render(self) -> Group:
         counts = collections.Counter(self.states.values())
@@ -84,4 +94,5 @@ class LiveView:
         now = time.monotonic()
         for (_, task), since in sorted(self.running.items(), key=lambda kv: kv[1])[:10]:
             table.add_row(Text("running", "cyan"), Text(escape(task)), f"{now - since:5.1f}s")
-        return Group(line, table, *self.recent)
+        header = [Text(self.remote, "yellow")] if self.remote else []
+        return Group(line, *header, table, *self.recent)

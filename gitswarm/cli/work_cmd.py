@@ -88,7 +88,7 @@ def run(
     options = _work_options(jobs, lease, output_cap, remote=remote, clock_skew=clock_skew)
     swarm = c.swarm()
     if remote is not None:
-        run_engine.check_remote(swarm, remote)
+        run_engine.check_remote(swarm, remote, fetch=False)
     with progress_sink(c.output.json_mode) as sink:
         data = run_engine.run(swarm, spec, options, sink, approve=approve, allow_overlap=allow_overlap)
     if c.output.json_mode:

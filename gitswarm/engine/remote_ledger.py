@@ -35,7 +35,8 @@ from gitswarm.store.jobs import Snapshot
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
 DEFAULT_CLOCK_SKEW_SECONDS = 5.0
 OFFER_ROUNDS = 64  # refusals in a row (the remote kept moving) before an operation gives up
-CLAIM_PICKS = 8  # tasks tried in turn when others keep taking them first
+CLAIM_PICKS = 8
+REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep taking them first
 
 
 class RemoteUnavailable(WorkFailed):
@@ -66,8 +67,10 @@ class RemoteLedger(Ledger):
         RemoteUnavailable, or with `patient`, back off with jitter and try again until
         the remote answers (a finish is kept until it lands or its lease is lost).
         """
-        refused, unreachable = Backoff(base=0.01, cap=0.5), Backoff()
-        for _ in range(OFFER_ROUNDS):
+        # Refused: another machine got there first; the fetch that follows is the real wait, so the sleep
+        # stays short (a long one stalls the worker longer than the round trip it saves).
+        refused, unreachable = Backoff(base=0.01, cap=REFUSED_BACKOFF_CAP_SECONDS), Backoff()
+        for round_ in range(OFFER_ROUNDS):
             snapshot = self._snapshot(job_id)
             ops, artifacts = build(snapshot)
             tip, change = self.refs.commit_ops(snapshot, ops, artifacts)
@@ -84,7 +87,8 @@ class RemoteLedger(Ledger):
                         break
                 unreachable.reset()
                 continue
-            self.arbiter.sleep(refused.next())
+            if round_:  # the first refusal is answered at once: the fetch takes a round trip anyway
+                self.arbiter.sleep(refused.next())
             if not self.arbiter.try_sync([job_id]) and not patient:
                 raise RemoteUnavailable(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
         raise InternalError(f"job {job_id}: the remote kept moving; gave up after {OFFER_ROUNDS} offers")
@@ -120,6 +124,55 @@ class RemoteLedger(Ledger):
                 return None
             return lease
         return None
+
+    def claim_for(
+        self, owners: Sequence[str], ttl: float, now: float, job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(), skip_jobs: frozenset[str] = frozenset(),
+    ) -> list[Lease]:
+        """Claim a task for each of `owners` (this worker first, then its idle siblings) in one push:
+        tasks of one job, as many as are queued there. The leases granted, in the order of `owners`
+        they went to (fewer when fewer tasks were queued)."""
+        if len(owners) == 1:
+            lease = self.claim(owners[0], ttl, now, job_id, exclude, skip_jobs)
+            return [] if lease is None else [lease]
+        skip = skip_jobs | frozenset(self.arbiter.refused)
+        granted: list[tuple[str, str]] = []
+
+        def build(s: Snapshot) -> Built:
+            if exhausted(s.job, s.state, now) is not None:
+                raise InvalidTransition("the job's budget is spent")
+            query, params = self._claim_query(now, s.job_id, exclude, skip)
+            rows = [task for _, task, _ in self.index.db.execute(query, [*params[:-1], len(owners) * 2])]
+            queued = [t for t in (s.task(task) for task in rows) if t.state is TaskState.QUEUED][: len(owners)]
+            granted[:] = list(zip(owners, (t.id for t in queued)))
+            if not granted:
+                raise InvalidTransition("nothing queued")
+            return [self._claim_op(s, task, owner, ttl, now, after=i) for i, (owner, task) in
+                    enumerate(zip(owners, queued))], ()
+
+        for _ in range(CLAIM_PICKS):
+            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip)
+            if pick is None:
+                return []
+            try:
+                snapshot, change = self.offer(pick[0], build)
+            except (InvalidTransition, LeaseLost, RemoteRefused):
+                continue
+            except RemoteUnavailable:
+                return []
+            return [granted_lease(snapshot, change, task, owner, change.tasks[task].lease_expires or now) for owner, task in granted]
+        return []
+
+    def assigned(self, owner: str) -> Lease | None:
+        """A task a sibling claimed for `owner` (running under its name here, and not run yet)."""
+        row = self.index.db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY expires LIMIT 1", (owner,)).fetchone()
+        if row is None:
+            return None
+        snapshot = self._snapshot(row[0])
+        task = snapshot.task(row[1])
+        if task.state is not TaskState.RUNNING or task.claims != row[2] or task.owner != owner:
+            return None
+        return Lease(snapshot.job_id, task.id, task.claims, owner, task.lease_expires or 0.0, task.attempts, task.spec, snapshot.job.base)
 
     def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
         def build(s: Snapshot) -> Built:
@@ -184,11 +237,13 @@ class RemoteLedger(Ledger):
         exclude: frozenset[str] = frozenset(),
         skip_jobs: frozenset[str] = frozenset(),
         claim_next: bool = True,
+        patient: bool = True,
     ) -> tuple[Task, Lease | None]:
         """The finish, and the worker's next claim in the same job, in one commit the remote accepts.
 
         Pushed until it lands (an implement task's head with it) or its lease turns
-        out lost (LeaseLost): an unreachable remote is waited for, with backoff.
+        out lost (LeaseLost): an unreachable remote is waited for, with backoff
+        (not `patient`: RemoteUnavailable, and the caller tries again later).
         """
         finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
         self.refs.write_artifacts(artifacts)
@@ -211,7 +266,7 @@ class RemoteLedger(Ledger):
         patches = [a for a in artifacts if isinstance(a, Patch)]
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
         try:
-            snapshot, change = self.offer(lease.job, build, patient=True, branch=branch)
+            snapshot, change = self.offer(lease.job, build, patient=patient, branch=branch)
         except (InvalidTransition, RemoteRefused) as exc:
             raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
         done = change.tasks[lease.task]

@@ -1,7 +1,8 @@
 """A machine's eye on the remote during `work --remote`: fetch, merge, expire what died elsewhere.
 
 One process per supervisor, with its own Swarm (its own index connection and
-repository handle): every `SYNC_SECONDS` it fetches the jobs from the remote
+repository handle): every `SYNC_SECONDS` (`IDLE_SYNC_SECONDS` while nothing is
+queued or running) it fetches the jobs from the remote
 and merges them into the local refs and index, so that idle workers see new
 work and finished jobs, then pushes the expiry of every lease whose deadline
 passed more than the clock-skew allowance ago, whichever machine held it (a
@@ -27,7 +28,8 @@ from gitswarm.engine.remote_ledger import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import GitswarmError
 
-SYNC_SECONDS = 0.5
+SYNC_SECONDS = 0.25  # while tasks are queued or running: idle workers see new work, finishing ones the end
+IDLE_SYNC_SECONDS = 2.0  # while nothing is: a remote service is not polled hard for nothing
 
 _fork = multiprocessing.get_context("fork")
 
@@ -120,7 +122,7 @@ def watch_main(
             if state != last:
                 reports.put(state)
                 last = dataclasses.replace(state, expired=())
-            wait = SYNC_SECONDS
+            wait = SYNC_SECONDS if swarm.index.busy(job) else IDLE_SYNC_SECONDS
     except KeyboardInterrupt:
         return
     finally:

@@ -37,10 +37,12 @@ def write_summary(swarm: Swarm, job_id: str) -> str | None:
     return swarm.ledger.record_artifacts(job_id, None, [summary], swarm.clock())[0]
 
 
-def check_remote(swarm: Swarm, remote: str) -> None:
-    """Bring the remote's jobs here before a command names one: BadInput for an unknown remote,
-    WorkFailed when it does not answer."""
-    Arbiter(swarm, remote).sync()
+def check_remote(swarm: Swarm, remote: str, fetch: bool = True) -> None:
+    """BadInput for an unknown remote; with `fetch`, bring the remote's jobs here before a command
+    names one (WorkFailed when it does not answer)."""
+    arbiter = Arbiter(swarm, remote)
+    if fetch:
+        arbiter.sync()
 
 
 def unusable_adapters(swarm: Swarm, job: str | None, parent_env: Mapping[str, str]) -> dict[str, str]:
@@ -69,8 +71,6 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     arbiter = None
     if options.remote is not None:
         arbiter = Arbiter(swarm, options.remote)
-        on_event({"event": "remote", "remote": options.remote, "reachable": True, "said": "fetching", "retry_in": 0})
-        arbiter.sync(None if options.job is None else [options.job])
     notifier = Notifier.of(swarm)
     if notifier.command:
         on_event = Watch(swarm, notifier, on_event)

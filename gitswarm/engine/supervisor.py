@@ -34,6 +34,7 @@ from gitswarm.engine.arbiter import Arbiter, machine_owner
 from gitswarm.engine.lifeline import die_with_parent, raise_interrupt
 from gitswarm.engine.remote_ledger import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedger
 from gitswarm.engine.remote_watch import RemoteState, RemoteWatch
+from gitswarm.engine.siblings import Crew, Siblings
 from gitswarm.engine.swarm import Swarm
 from gitswarm.engine.worker import IndexGuard, Worker, WorkerOptions
 from gitswarm.model.errors import GitswarmError, WorkFailed
@@ -45,6 +46,7 @@ EventSink = Callable[[Event], None]
 POLL_SECONDS = 0.05
 IDLE_MIN_SECONDS = 0.002
 IDLE_MAX_SECONDS = 0.2
+REMOTE_IDLE_MAX_SECONDS = 0.05
 FINISHED = ("succeeded", "failed", "cancelled")
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
 
@@ -82,7 +84,8 @@ def is_done(swarm: Swarm, options: WorkOptions) -> bool:
 
 
 def worker_main(
-    path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any, supervisor: int | None = None
+    path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any, supervisor: int | None = None,
+    crew: Crew | None = None,
 ) -> None:
     """The body of one worker process; `adapter_pgid` and the `done` event are shared with the supervisor.
 
@@ -105,9 +108,12 @@ def worker_main(
     if options.remote is not None:
         ledger = RemoteLedger(ledger, Arbiter(swarm, options.remote), options.clock_skew)
     worker = Worker(
-        ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter, supervised=supervised
+        ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter, supervised=supervised,
+        crew=crew,
     )
     idle = IDLE_MIN_SECONDS
+    # A sibling may claim for an idle worker through the remote: it looks for that task often.
+    idle_max = IDLE_MAX_SECONDS if crew is None else REMOTE_IDLE_MAX_SECONDS
     try:
         while supervised():
             try:
@@ -126,8 +132,11 @@ def worker_main(
                 return
             if done.wait(idle):
                 return
-            idle = min(idle * 2, IDLE_MAX_SECONDS)
+            idle = min(idle * 2, idle_max)
     except KeyboardInterrupt:
+        if worker.pipeline is not None:  # a finished result still waiting for its push: one try
+            with contextlib.suppress(GitswarmError, sqlite3.DatabaseError):
+                worker.pipeline.flush(patient=False)
         return
     except IndexBroken as exc:
         raise SystemExit(f"gitswarm: worker {owner}: {exc}") from None
@@ -152,9 +161,12 @@ class Supervisor:
         self.terminated = False  # set by SIGTERM; the next poll stops the run
         self.ledger = swarm.ledger
         self.watch: RemoteWatch | None = None
+        self.siblings: Siblings | None = None
+        self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings
         self.remote_state = RemoteState()
         if options.remote is not None:
             self.ledger = RemoteLedger(swarm.ledger, Arbiter(swarm, options.remote), options.clock_skew)
+            self.siblings = Siblings(options.workers)
             self.watch = RemoteWatch(self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes)
 
     def _start_worker(self) -> None:
@@ -162,7 +174,13 @@ class Supervisor:
         if self.options.remote is not None:  # seen by every machine: say whose worker it is
             owner = machine_owner(self.swarm.actor, owner)
         pgid = _fork.Value("i", 0, lock=False)
-        args = (self.path, owner, self.options, pgid, self.done, os.getpid())
+        crew = None
+        if self.siblings is not None:
+            slot = min(set(range(self.options.workers)) - set(self.slots.values()))
+            self.siblings.seat(slot, owner)
+            self.slots[owner] = slot
+            crew = Crew(self.siblings, slot)
+        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew)
         process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
         process.start()
         self.workers[owner] = process
@@ -246,6 +264,7 @@ class Supervisor:
             process.join()
             requeued = self.release(owner)  # should the index fail here, the next poll releases it again
             del self.workers[owner]
+            self.slots.pop(owner, None)
             if process.exitcode != 0 or requeued:
                 self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued})
 

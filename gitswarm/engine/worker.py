@@ -27,8 +27,11 @@ from gitswarm.engine.integrity import runs_in_users_tree
 from gitswarm.engine.memory import auto_promote
 from gitswarm.engine.memory_packet import memory_section
 from gitswarm.engine.packet import build_packet
+from gitswarm.engine.pipeline import Claiming, Pipeline
 from gitswarm.engine.readonly import ReadOnly
+from gitswarm.engine.remote_ledger import RemoteLedger
 from gitswarm.engine.routing import route
+from gitswarm.engine.siblings import Crew
 from gitswarm.engine.skills import skills_section
 from gitswarm.engine.steering import deliver
 from gitswarm.model.artifacts import BlobRef, Run
@@ -105,8 +108,14 @@ class Worker:
         registry: Registry | None = None,
         worktrees: Worktrees | None = None,
         supervised: Callable[[], bool] = lambda: True,
+        crew: Crew | None = None,
     ) -> None:
         self.ledger = ledger
+        self.crew = crew  # `work --remote`: this machine's workers claim for each other (engine/siblings.py)
+        self.pipeline: Pipeline | None = None  # `work --remote`: round trips while tasks run (engine/pipeline.py)
+        if crew is not None and isinstance(ledger, RemoteLedger):
+            claiming = Claiming(owner, options.lease, options.job, options.exclude, options.skip_jobs, crew.siblings.slots)
+            self.pipeline = Pipeline(ledger, claiming, clock)
         self.workdir = workdir
         self.owner = owner
         self.options = options
@@ -131,7 +140,14 @@ class Worker:
     def step(self) -> StepResult:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
         lease, self.next_lease = self.next_lease, None
-        if lease is None:
+        if lease is None and self.pipeline is not None:
+            lease = self.pipeline.take_ahead()
+            if lease is None:
+                self.pipeline.flush()  # nothing runs next: the result that waits is pushed now
+        if lease is None and self.crew is not None and isinstance(self.ledger, RemoteLedger):
+            options = self.options
+            lease = self.crew.claim(self.ledger, self.owner, options.lease, self.clock(), options.job, options.exclude, options.skip_jobs)
+        elif lease is None:
             lease = self.ledger.claim(
                 self.owner,
                 self.options.lease,
@@ -146,7 +162,8 @@ class Worker:
 
     def execute(self, lease: Lease) -> StepResult:
         spec = lease.spec
-        heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised)
+        background = self.pipeline.background if self.pipeline is not None else None
+        heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised, background)
         try:
             ctx = self._context(lease)
             routed = self._route(lease)
@@ -177,6 +194,10 @@ class Worker:
             outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
         if heartbeat.lost:
             return StepResult(lease, accepted=False, error=heartbeat.lost)
+        if self.pipeline is not None:
+            if self.pipeline.hold(lease, outcome):  # pushed while the next task runs
+                return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
+            self.pipeline.flush()
         return self._finish(lease, outcome)
 
     def _context(self, lease: Lease) -> RunContext:
@@ -292,9 +313,11 @@ class _Heartbeat:
         ttl: float,
         guard: IndexGuard,
         supervised: Callable[[], bool] = lambda: True,
+        background: Callable[[], None] | None = None,
     ) -> None:
         self.ledger = ledger
         self.lease = lease
+        self.background = background  # work done while the task runs (engine/pipeline.py)
         self.clock = clock
         self.ttl = ttl
         self.renewed = clock()
@@ -322,4 +345,6 @@ class _Heartbeat:
             self.guard.recover(exc)  # the next tick asks the rebuilt index whether the lease survived
             return None
         self.guard.ok()
+        if self.background is not None:
+            self.background()
         return None

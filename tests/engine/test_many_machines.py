@@ -169,7 +169,7 @@ def kill_machine(process: subprocess.Popen[str]) -> None:
 
 def test_a_machine_killed_mid_run_has_its_tasks_finished_elsewhere(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
     job, log = submit(machines[0], tmp_path, 15, 1.0)
-    running = [m.work(job, "--lease", "3", "--clock-skew", "0.5") for m in machines]
+    running = [m.work(job, "--lease", "4", "--clock-skew", "1") for m in machines]
     wait_for(lambda: any(kind == "start" and where == "m0" for kind, _, where in events(log)), 60, "m0 to start a task")
     kill_machine(running[0])
     held = {task for kind, task, where in events(log) if kind == "start" and where == "m0"}
@@ -182,8 +182,13 @@ def test_a_machine_killed_mid_run_has_its_tasks_finished_elsewhere(machines: lis
     expired = {e["task"] for e in log_events if e["op"] == "expired"}
     finished = Counter(e["task"] for e in log_events if e["op"] == "finished")
     assert set(finished.values()) == {1} and len(finished) == 15  # exactly one accepted finish each
+    actor = machines[0].path.joinpath(".git", "gitswarm", "actor").read_text().strip()
+    claimed_by_m0 = {e["task"] for e in log_events if e["op"] == "claimed" and e["actor"] == actor}
     twice = {task for task, n in starts.items() if n > 1}
-    assert twice <= expired <= held, (twice, expired, held)  # a command ran again only where a lease was lost
+    # A command ran again only where a lease was really lost: m0's (some claimed ahead, not started yet), or, on
+    # this loaded machine, a live one's whose renewal came later than its deadline and the clock skew.
+    assert twice <= expired, (twice, expired)
+    assert held <= claimed_by_m0 and claimed_by_m0 - {e["task"] for e in log_events if e["op"] == "finished" and e["actor"] == actor} <= expired
     unfinished_on_m0 = held - {task for kind, task, where in ran if kind == "end" and where == "m0"}
     assert unfinished_on_m0, "m0 was killed while it held a task"
     assert unfinished_on_m0 <= expired and all(ends[task] == 1 for task in unfinished_on_m0)

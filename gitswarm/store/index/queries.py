@@ -173,6 +173,12 @@ class IndexQueries:
             params.append(job_id)
         return self.db.execute(query + " LIMIT 1", params).fetchone() is None
 
+    def busy(self, job_id: str | None = None) -> bool:
+        """Something is queued or running (in `job_id`, or in any job that is not cancelled)."""
+        query = "SELECT 1 FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.state IN ('queued', 'running') AND j.cancelled = 0"
+        params = [] if job_id is None else [job_id]
+        return self.db.execute(query + (" AND t.job = ?" if job_id else "") + " LIMIT 1", params).fetchone() is not None
+
     def idle(self) -> bool:
         """Nothing queued or running in any job that is not cancelled."""
         row = self.db.execute(

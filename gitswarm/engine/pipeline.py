@@ -1,0 +1,114 @@
+"""Keeping a remote worker's round trips off its critical path (`work --remote`).
+
+Through a remote, each write is a push (and, when another machine got
+there first, a fetch and a push again): a few hundred milliseconds that a
+local worker does not pay. While a task runs, its worker claims its next
+task ahead, and the finish of a task is pushed while the next one already
+runs, together with the claim after it: for short tasks the worker never
+waits on the network. A task is claimed ahead only while the job has at
+least `DEEP_QUEUE` times as many queued tasks as this machine has workers,
+so a slow task never holds back work other machines could start.
+
+Only shell and analyze results wait this way: an implement task's finish
+carries its branch and is pushed before anything else happens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gitswarm.adapters.base import Outcome
+from gitswarm.engine.remote_ledger import RemoteLedger, RemoteUnavailable
+from gitswarm.model.errors import LeaseLost
+from gitswarm.store.ledger import Lease
+
+DEEP_QUEUE = 2
+
+
+@dataclass(frozen=True)
+class Claiming:
+    """What a worker claims with: its owner name and the options of its claims."""
+
+    owner: str
+    ttl: float
+    job: str | None
+    exclude: frozenset[str]
+    skip_jobs: frozenset[str]
+    workers: int  # this machine's workers
+
+
+class Pipeline:
+    def __init__(self, ledger: RemoteLedger, claiming: Claiming, clock: Callable[[], float]) -> None:
+        self.ledger = ledger
+        self.claiming = claiming
+        self.clock = clock
+        self.ahead: Lease | None = None
+        self.ahead_renewed = 0.0
+        self.pending: tuple[Lease, Outcome] | None = None
+        self.refused: list[str] = []  # why results that waited were refused (their leases were lost)
+
+    def hold(self, lease: Lease, outcome: Outcome) -> bool:
+        """Keep a finished task's result to push while the next one runs: only when the next is
+        claimed already, and only one result at a time."""
+        if self.ahead is None or self.pending is not None or lease.spec.mode == "implement":
+            return False
+        self.pending = (lease, outcome)
+        return True
+
+    def take_ahead(self) -> Lease | None:
+        lease, self.ahead = self.ahead, None
+        return lease
+
+    def background(self) -> None:
+        """Called on the running task's heartbeat: push the result that waits (with the claim after
+        this task), else claim ahead; renew the lease claimed ahead when a third of it has passed.
+        One try each: an unanswered remote is tried again at the next tick."""
+        try:
+            if self.pending is not None:
+                self.flush(patient=False)
+            elif self.ahead is None and self._deep():
+                c = self.claiming
+                self.ahead = self.ledger.claim(c.owner, c.ttl, self.clock(), c.job, c.exclude, c.skip_jobs)
+                self.ahead_renewed = self.clock()
+            elif self.ahead is not None:
+                self._renew_ahead()
+        except RemoteUnavailable:
+            return
+
+    def flush(self, patient: bool = True) -> None:
+        """Push the result that waits, and (when the job is still deep) claim the next task in the same commit."""
+        if self.pending is None:
+            return
+        lease, outcome = self.pending
+        c = self.claiming
+        try:
+            _, after = self.ledger.finish_and_claim(
+                lease, outcome.ok, self.clock(), c.ttl, error=outcome.error, artifacts=outcome.artifacts,
+                retryable=outcome.retryable, job_id=c.job, exclude=c.exclude, skip_jobs=c.skip_jobs,
+                claim_next=self.ahead is None and self._deep(), patient=patient,
+            )
+        except LeaseLost as exc:
+            self.pending = None
+            self.refused.append(str(exc))
+            return
+        self.pending = None
+        if after is not None:
+            self.ahead, self.ahead_renewed = after, self.clock()
+
+    def _deep(self) -> bool:
+        job = self.claiming.job
+        query = "SELECT count(*) FROM tasks WHERE state = 'queued'" + (" AND job = ?" if job else "")
+        queued = self.ledger.index.db.execute(query, (job,) if job else ()).fetchone()[0]
+        return bool(queued >= DEEP_QUEUE * self.claiming.workers)
+
+    def _renew_ahead(self) -> None:
+        assert self.ahead is not None
+        now = self.clock()
+        if now - self.ahead_renewed < (self.ahead.expires - self.ahead_renewed) / 3:
+            return
+        try:
+            self.ahead = self.ledger.renew(self.ahead, self.claiming.ttl, now)
+            self.ahead_renewed = now
+        except LeaseLost:
+            self.ahead = None
