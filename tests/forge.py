@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from gitswarm.model import codec
+from gitswarm.model.errors import GitswarmError
 from gitswarm.model.ops import Op
 from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
@@ -108,7 +109,7 @@ def forge_history(
         applied.extend(ops)
         try:
             files = {**{p: o for p, o in files.items() if not p.startswith(layout.TASKS_FANS)}, **job_files(repo, applied)}
-        except (msgspec.ValidationError, KeyError, ValueError, TypeError):
+        except (msgspec.ValidationError, KeyError, ValueError, TypeError, GitswarmError):  # ops that do not apply
             pass
         if n == len(commits) - 1:
             files = {**files, **extra}

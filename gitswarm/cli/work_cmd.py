@@ -119,7 +119,8 @@ def work(
     _check_work_limits(jobs, lease, output_cap, clock_skew)
     swarm = c.swarm()
     if remote is not None:  # the jobs there first: --job may name one this clone has not seen yet
-        run_engine.check_remote(swarm, remote)
+        for refused, why in sorted(run_engine.check_remote(swarm, remote).items()):
+            c.output.info(f"gitswarm: job {refused} on {remote} refused here (nothing of it is taken): {why}")
     job_id = swarm.resolve_job(job) if job else None
     options = _work_options(jobs, lease, output_cap, job_id, until_idle, remote, clock_skew)
     with progress_sink(c.output.json_mode) as sink:

@@ -37,12 +37,11 @@ def write_summary(swarm: Swarm, job_id: str) -> str | None:
     return swarm.ledger.record_artifacts(job_id, None, [summary], swarm.clock())[0]
 
 
-def check_remote(swarm: Swarm, remote: str, fetch: bool = True) -> None:
+def check_remote(swarm: Swarm, remote: str, fetch: bool = True) -> dict[str, str]:
     """BadInput for an unknown remote; with `fetch`, bring the remote's jobs here before a command
-    names one (WorkFailed when it does not answer)."""
+    names one (WorkFailed when it does not answer). The jobs there that are refused here, and why."""
     arbiter = Arbiter(swarm, remote)
-    if fetch:
-        arbiter.sync()
+    return arbiter.sync().invalid if fetch else {}
 
 
 def unusable_adapters(swarm: Swarm, job: str | None, parent_env: Mapping[str, str]) -> dict[str, str]:

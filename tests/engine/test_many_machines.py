@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from gitswarm.model.ids import new_id
 from tests.conftest import isolation_env
+from tests.forge import forge_history, history_ops, push, run_git
 from tests.netremote import GitDaemon
 from tests.proctools import children, kill_quietly, wait_for
 
@@ -66,7 +68,10 @@ def daemon(tmp_path: Path) -> Iterator[GitDaemon]:
     seed.mkdir()
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"], ["push", "-q", served.url, "main"]):
         if args[0] == "add":
-            (seed / "README.md").write_text("a shared project\n")
+            (seed / "README.md").write_text("hello\n")
+            agent = f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
+            (seed / ".gitswarm" / "adapters").mkdir(parents=True)
+            (seed / ".gitswarm" / "adapters" / "scripted.toml").write_text(agent)  # the scripted agent, on every clone
         subprocess.run(["git", *args], cwd=seed, check=True, capture_output=True)
     yield served
     served.stop()
@@ -212,3 +217,61 @@ def test_the_remote_down_for_ten_seconds_loses_nothing(machines: list[Machine], 
     finished = Counter(e["task"] for e in history(machines[2], job) if e["op"] == "finished")
     assert len(finished) == 18 and set(finished.values()) == {1}
     assert_converged(machines, daemon, job)
+
+
+def test_a_patch_made_on_one_machine_is_verified_on_another(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
+    """The implement task's head travels with its finish; another machine verifies it, and the verdict
+    travels back as a note."""
+    spec = tmp_path / "fix.toml"
+    spec.write_text(
+        'goal = "fix the greeting"\n[[tasks]]\nid = "fix"\nmode = "implement"\nadapter = "scripted"\n'
+        'prompt = "edit README.md: replace hello with world"\nchecks = ["grep -qx world README.md"]\n'
+    )
+    made = json.loads(machines[0].gitswarm("--json", "run", "--remote", "origin", str(spec), "-j", "1").stdout)
+    assert made["status"] == "succeeded"
+    job = made["id"]
+    patch = next(a for a in made["artifacts"] if a["kind"] == "patch")["id"]
+    head = json.loads(machines[0].gitswarm("--json", "artifact", patch).stdout)["record"]["head"]
+    branch = subprocess.run(["git", "rev-parse", f"refs/swarm/branches/{job}/fix"], cwd=daemon.bare, capture_output=True, text=True, check=True)
+    assert branch.stdout.strip() == head  # on the remote, with the finish
+
+    other = machines[1]
+    other.gitswarm("pull", "origin")
+    other.gitswarm("approve", job)
+    verified = json.loads(other.gitswarm("--json", "verify", patch).stdout)
+    assert verified["accepted"] and verified["head"] == head
+    other.gitswarm("push", "origin")
+
+    machines[0].gitswarm("pull", "origin")
+    reviews = json.loads(machines[0].gitswarm("--json", "status", job).stdout)["reviews"][head]
+    assert [r["provenance"] for r in reviews][0] == "this clone"
+    travelled = [r for r in reviews if r["provenance"] != "this clone"]
+    # The other machine's verdict is here; unsigned, it is shown and not counted (docs/sharing.md).
+    assert travelled and travelled[0]["accepted"] and not travelled[0]["counted"]
+
+
+def test_a_forged_history_on_the_remote_is_refused_and_nothing_runs(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
+    """Someone with push access appends a hand-made `renewed` (a deadline before 1970) to a job's tip on
+    the remote with git plumbing. No machine takes it: `work --remote --job` says why, exits 1, runs
+    nothing, and the clone that made the job keeps its own tip."""
+    job, log = submit(machines[0], tmp_path, 3, 0.1)
+    ours = machines[0].tip(job)
+    attacker = machines[2].path
+    run_git(attacker, "fetch", "-q", "origin", f"+refs/swarm/jobs/{job}:refs/swarm/jobs/{job}")
+    commits = history_ops(attacker, ours)
+    renewed = {"op": "renewed", "v": 1, "id": new_id(), "clock": 2, "at": 1.0e9, "actor": new_id(), "task": "t000", "token": 1,
+               "lease_expires": -1.0}
+    forged = forge_history(attacker, [*commits, [renewed]], onto=ours)
+    push(attacker, f"{forged}:refs/swarm/jobs/{job}")
+
+    made_it = machines[0].gitswarm("--json", "work", "--remote", "origin", "--trust", "origin", "--job", job, check=False)
+    assert made_it.returncode == 1, made_it.stderr
+    assert "refused here" in made_it.stderr and "lease_expires" in made_it.stderr
+
+    newcomer = machines[1].gitswarm("--json", "work", "--remote", "origin", "--trust", "origin", "--until-idle", check=False)
+    assert newcomer.returncode == 0, newcomer.stderr  # nothing it may take: idle at once
+    assert f"job {job} on origin refused here" in newcomer.stderr and "lease_expires" in newcomer.stderr
+    absent = subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/swarm/jobs/{job}"], cwd=machines[1].path, capture_output=True)
+    assert absent.returncode == 1  # nothing of the forged job was taken
+    assert not events(log)  # no task ran anywhere
+    assert machines[0].tip(job) == ours

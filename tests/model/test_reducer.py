@@ -15,6 +15,7 @@ from gitswarm.model.ops import (
     Cancelled,
     JobCreated,
     LeaseExpired,
+    LeaseRenewed,
     Op,
     Retried,
     TaskClaimed,
@@ -441,6 +442,29 @@ def test_artifacts_recorded_for_task_and_job() -> None:
     assert h["a"].state is Q
 
 
+# -- renewals (work --remote) -----------------------------------------------------------
+
+
+def test_renewed_moves_a_running_leases_deadline_and_nothing_else() -> None:
+    h = Harness.of(task("a"))
+    token = h.claim("a", ttl=10.0)
+    before = h["a"]
+    h.apply(h.op(LeaseRenewed, task="a", token=token, lease_expires=before.lease_expires + 30.0))
+    assert h["a"].lease_expires == before.lease_expires + 30.0
+    assert (h["a"].state, h["a"].claims, h["a"].attempts, h["a"].owner) == (R, token, before.attempts, before.owner)
+
+
+def test_renewed_is_refused_for_a_stale_token_a_task_not_running_or_a_shorter_lease() -> None:
+    h = Harness.of(task("a"), task("b"))
+    token = h.claim("a", ttl=10.0)
+    deadline = h["a"].lease_expires
+    assert "shorten" in h.refused(h.op(LeaseRenewed, task="a", token=token, lease_expires=deadline - 1.0), InvalidTransition)
+    h.refused(h.op(LeaseRenewed, task="a", token=token + 1, lease_expires=deadline + 5.0), LeaseLost)
+    h.refused(h.op(LeaseRenewed, task="b", token=1, lease_expires=deadline + 5.0), LeaseLost)  # queued, never claimed
+    h.expire("a")
+    h.refused(h.op(LeaseRenewed, task="a", token=token, lease_expires=deadline + 5.0), LeaseLost)  # expired meanwhile
+
+
 # -- a random walk over every operation -----------------------------------------------
 
 SPECS = [
@@ -459,6 +483,7 @@ def _moves(h: Harness) -> list[tuple[str, str | None]]:
             moves += [("claim", name)] * 4
         elif t.state is R:
             moves += [("ok", name)] * 3 + [("fail", name)] * 3 + [("fatal", name), ("expire", name), ("stale", name)]
+            moves += [("renew", name), ("shorten", name), ("renew_stale", name)]
         elif t.state in POISON:
             moves += [("retry", name)] * 2
         moves += [("cancel", name), ("retry", name), ("claim", name), ("ok", name)]
@@ -478,6 +503,9 @@ def _move_op(h: Harness, action: str, name: str | None) -> Op:
         "cancel_job": lambda: h.op(Cancelled),
         "retry": lambda: h.op(Retried, task=name),
         "stale": lambda: h.op(TaskFinished, task=name, token=t.claims - 1, ok=True),
+        "renew": lambda: h.op(LeaseRenewed, task=name, token=t.claims, lease_expires=(t.lease_expires or 0.0) + 5.0),
+        "shorten": lambda: h.op(LeaseRenewed, task=name, token=t.claims, lease_expires=(t.lease_expires or 0.0) - 1.0),
+        "renew_stale": lambda: h.op(LeaseRenewed, task=name, token=t.claims - 1, lease_expires=h.clock + 100.0),
     }[action]()
 
 

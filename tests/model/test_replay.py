@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitswarm.model.errors import CorruptRecord
-from gitswarm.model.ops import Cancelled, JobCreated, Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import Cancelled, JobCreated, LeaseRenewed, Op, TaskClaimed, TaskFinished
 from gitswarm.model.records import Job, TaskSpec
 from gitswarm.model.replay import replay
 
@@ -46,3 +46,21 @@ def test_a_second_job_created_is_refused() -> None:
     again = JobCreated(**{**{f: getattr(created(), f) for f in created().__struct_fields__}, "id": "9" * 26, "clock": 2})
     with pytest.raises(CorruptRecord, match="exactly one job_created"):
         replay([created(), again], "job")
+
+
+def two_clones_renewing() -> list[Op]:
+    """Both clones claim task a with the same token, and each renews its own claim."""
+    ops: list[Op] = [created()]
+    for n, actor in enumerate(ACTORS):
+        ops.append(TaskClaimed(id=f"1{n}" + "0" * 24, clock=2, at=2.0, actor=actor, task="a", token=1, owner=f"w{n}", lease_expires=9.0))
+        ops.append(LeaseRenewed(id=f"2{n}" + "0" * 24, clock=3 + n, at=3.0, actor=actor, task="a", token=1, lease_expires=20.0 + n))
+    return ops
+
+
+@settings(max_examples=30)
+@given(st.permutations(two_clones_renewing()))
+def test_a_renewal_of_a_claim_that_lost_is_not_applied(ops: list[Op]) -> None:
+    result = replay(list(ops), "job")
+    winner = result.tasks["a"]
+    assert (winner.owner, winner.lease_expires) == ("w0", 20.0)  # the losing clone's later renewal changed nothing
+    assert result.skipped == 2 and result.state.clock == 4
