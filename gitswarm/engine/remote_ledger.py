@@ -29,8 +29,8 @@ from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, W
 from gitswarm.model.ops import BudgetStopped, LeaseExpired, LeaseRenewed, Op, TaskClaimed
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
-from gitswarm.store.ledger import Built, Lease, Ledger, granted_lease
 from gitswarm.store.jobs import Snapshot
+from gitswarm.store.ledger import Built, Lease, Ledger, granted_lease
 
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
 DEFAULT_CLOCK_SKEW_SECONDS = 5.0

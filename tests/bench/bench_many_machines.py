@@ -5,11 +5,11 @@
 A `git daemon` on 127.0.0.1 serves a bare repository; three clones with
 homes of their own are the machines. Figures:
 - throughput: TASKS tasks of `sleep SLEEP` worked by `gitswarm work --remote`
-  on 3 machines × 2 workers; wall time against the ideal (tasks × sleep / 6),
-  target within 1.4×; every task must have run exactly once;
+  on 3 machines x 2 workers; wall time against the ideal (tasks x sleep / 6),
+  target within 1.4x; every task must have run exactly once;
 - one claim (pick, commit, push, adopt) against a bare `git push` of one new
   commit to one ref of the same remote, both medians in the same run, target
-  within 2×.
+  within 2x.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench.benchlib import isolate, print_table, scratch_dir  # noqa: E402
-from tests.netremote import GitDaemon  # noqa: E402
+from tests.bench.benchlib import isolate, print_table, scratch_dir
+from tests.netremote import GitDaemon
 
 MACHINES = 3
 WORKERS = 2

@@ -244,7 +244,7 @@ def test_a_patch_made_on_one_machine_is_verified_on_another(machines: list[Machi
 
     machines[0].gitswarm("pull", "origin")
     reviews = json.loads(machines[0].gitswarm("--json", "status", job).stdout)["reviews"][head]
-    assert [r["provenance"] for r in reviews][0] == "this clone"
+    assert reviews[0]["provenance"] == "this clone"
     travelled = [r for r in reviews if r["provenance"] != "this clone"]
     # The other machine's verdict is here; unsigned, it is shown and not counted (docs/sharing.md).
     assert travelled and travelled[0]["accepted"] and not travelled[0]["counted"]
