@@ -21,13 +21,16 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-from gitswarm.engine.share import PullReport, fetch_jobs, integrate_jobs, remote_key, transport
+from gitswarm.engine.share import PullReport, fetch, fetch_jobs, integrate_jobs, pull_limits, remote_key, transport
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import WorkFailed
 from gitswarm.model.reducer import Change
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitCommandError
+from gitswarm.store.intake import Intake
+from gitswarm.store.jobs import COMMITTER
+from gitswarm.store.notes_intake import pull_notes
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.remote import GitTransport
 
@@ -171,3 +174,23 @@ class Arbiter:
             else:
                 raise WorkFailed(f"push to {self.remote}: job {job_id}: the remote kept moving")
         return pushed
+
+    def publish_notes(self, attempts: int = 4) -> bool:
+        """Push the verdict notes (`refs/notes/swarm`) when the remote lacks some, merging the remote's
+        first when it moved (the pull's own notes intake); True when they are there. WorkFailed when
+        the remote does not answer."""
+        repo = self.swarm.repo
+        for _ in range(attempts):
+            ours = repo.read_ref(layout.NOTES_REF)
+            if ours is None:
+                return True
+            done = self.transport.push(self.remote, [f"{layout.NOTES_REF}:{layout.NOTES_REF}"])
+            if done.ok:
+                return True
+            if not done.rejected:
+                raise WorkFailed(f"push to {self.remote} failed: {done.said or 'no answer'}")
+            fetch(self.swarm, self.remote, self.key)
+            intake = Intake(repo, pull_limits(self.swarm))
+            who = (COMMITTER, f"{self.swarm.actor}@gitswarm")
+            pull_notes(repo, repo.read_ref(f"refs/gitswarm/shadow/{self.key}/notes/swarm"), intake, who, self.swarm.clock())
+        return False

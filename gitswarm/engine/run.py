@@ -95,8 +95,9 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     if arbiter is not None:  # what the other machines finished too, before summing up
         arbiter.sync(jobs)
     stitched = [job for job in jobs if write_summary(swarm, job)]
-    if arbiter is not None:
+    if arbiter is not None:  # the jobs' last local writes (a summary), and the verdicts noted on their patches
         arbiter.publish(jobs)
+        arbiter.publish_notes()
     return {"jobs": stitched, "unusable": unusable, "skipped": skipped_jobs(swarm, remotes)}
 
 

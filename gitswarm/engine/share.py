@@ -131,13 +131,13 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     repo = swarm.repo
     integrate_jobs(swarm, key, report)
     who = (COMMITTER, f"{swarm.actor}@gitswarm")
-    intake = Intake(repo, _limits(swarm))
+    intake = Intake(repo, pull_limits(swarm))
     report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
     report.memory, report.invalid_memory = pull_memory(swarm, repo.read_ref(f"{prefix}memory"), intake)
     return report
 
 
-def _limits(swarm: Swarm) -> PullLimits:
+def pull_limits(swarm: Swarm) -> PullLimits:
     caps = load_config(swarm.repo.workdir).pull
     return PullLimits(max_record=caps.max_record, max_pull=caps.max_pull)
 
@@ -158,7 +158,7 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
     checked as hostile input, then adopted, fast-forwarded or merged, each by compare-and-swap."""
     prefix = _shadow(key)
     repo = swarm.repo
-    intake = Intake(repo, _limits(swarm))
+    intake = Intake(repo, pull_limits(swarm))
     plans = []
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]

@@ -237,6 +237,8 @@ def test_a_patch_made_on_one_machine_is_verified_on_another(machines: list[Machi
 
     other = machines[1]
     other.gitswarm("pull", "origin")
+    noted = json.loads(other.gitswarm("--json", "status", job).stdout)["reviews"][head]
+    assert [r["accepted"] for r in noted] == [True]  # the verdict of the machine that made it travelled with the run
     other.gitswarm("approve", job)
     verified = json.loads(other.gitswarm("--json", "verify", patch).stdout)
     assert verified["accepted"] and verified["head"] == head
