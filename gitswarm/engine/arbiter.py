@@ -29,9 +29,8 @@ from gitswarm.model.reducer import Change
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.intake import Intake
-from gitswarm.store.jobs import COMMITTER
+from gitswarm.store.jobs import COMMITTER, Snapshot
 from gitswarm.store.notes_intake import pull_notes
-from gitswarm.store.jobs import Snapshot
 from gitswarm.store.remote import GitTransport
 
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
