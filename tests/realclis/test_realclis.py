@@ -301,3 +301,29 @@ def test_isolation_and_egress(lab: Lab) -> None:
         assert not problems, "; ".join(problems)
         box.detail = f"{len(agents)} agent processes, HOME ephemeral, " + (
             f"egress only to hosts no setting stops: {', '.join(hosts)}" if hosts else "no egress")
+
+
+def test_implement_through_a_remote(lab: Lab) -> None:
+    """`run --remote` (issue 15): the claim and the finish are pushed to a remote before they count, and the
+    patch's head travels with the finish. Last: it adds a remote to the lab's repository."""
+    with cell(lab, "remote") as box:
+        hub = lab.base / "hub.git"
+        git(lab.base, "init", "-q", "--bare", str(hub), env=lab.env)
+        git(lab.repo, "remote", "add", "origin", str(hub), env=lab.env)
+        git(lab.repo, "push", "-q", "origin", "main", env=lab.env)
+        lab.script_model(target="remote.txt", content=GOOD + "\n", final="Created remote.txt.")
+        spec = lab.base / "remote.toml"
+        spec.write_text(
+            f'goal = "remote"\n[[tasks]]\nid = "greet"\nmode = "implement"\nadapter = "{lab.cli.adapter}"\n'
+            f'prompt = {json.dumps(INSTRUCTION.replace(TARGET, "remote.txt"))}\n'
+            f'checks = [{json.dumps(CHECK.replace(TARGET, "remote.txt"))}]\ntimeout = "{TASK_TIMEOUT}"\n'
+        )
+        result = lab.gitswarm("run", "--remote", "origin", str(spec), "-j", "1", "--json")
+        data = result_json(result)
+        assert result.code == 0, f"run --remote exit {result.code}: {task_error(data)}"
+        job = data["id"]
+        patch = next(a for a in lab.artifacts(job) if a["kind"] == "patch")
+        head = json.loads(lab.gitswarm("artifact", patch["id"], "--json").out)["record"]["head"]
+        assert git(hub, "rev-parse", f"refs/swarm/branches/{job}/greet").strip() == head
+        assert git(hub, "rev-parse", f"refs/swarm/jobs/{job}").strip() == git(lab.repo, "rev-parse", f"refs/swarm/jobs/{job}").strip()
+        box.detail = f"claim and finish pushed, head {head[:10]} on the remote, {result.seconds:.0f}s"
