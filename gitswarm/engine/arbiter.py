@@ -21,7 +21,16 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-from gitswarm.engine.share import PullReport, fetch, fetch_jobs, integrate_jobs, pull_limits, remote_key, transport
+from gitswarm.engine.share import (
+    PullReport,
+    fetch,
+    fetch_jobs,
+    integrate_jobs,
+    integrate_tip,
+    pull_limits,
+    remote_key,
+    transport,
+)
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import WorkFailed
@@ -148,7 +157,7 @@ class Arbiter:
                 repo.cas_ref(where, tip, current, "gitswarm: accepted by the remote")
                 index.record(snapshot.job, change.state, tip, change.tasks.values(), artifacts)
                 return
-        self.sync([snapshot.job_id])  # another process of this machine moved it: catch up through the remote
+        integrate_tip(swarm, snapshot.job_id, tip)  # another process here moved it meanwhile: merge ours in
 
     def publish(self, jobs: Collection[str], attempts: int = 8) -> list[str]:
         """Push the local tips of `jobs` the remote does not hold yet (a new job, a summary, a cancel made

@@ -180,6 +180,13 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
         getattr(report, outcome).append(plan.job)
 
 
+def integrate_tip(swarm: Swarm, job_id: str, theirs: str) -> str:
+    """Bring one commit of a job, already in this repository, into the live ref: fast-forward or merge
+    (`work --remote`: a commit the remote accepted while another process here moved the ref)."""
+    intake = Intake(swarm.repo, pull_limits(swarm))
+    return _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
+
+
 def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
     repo = swarm.repo
     if not TASK_ID.fullmatch(job_id) or not GENERATED_ID.fullmatch(job_id):
