@@ -131,25 +131,15 @@ def test_three_machines_run_each_task_once(machines: list[Machine], daemon: GitD
     starts = Counter(task for kind, task, _ in ran if kind == "start")
     assert sorted(starts) == [f"t{i:03d}" for i in range(24)] and set(starts.values()) == {1}
     assert len({where for _, _, where in ran}) >= 2, "the work was spread over the machines"
-    finished = Counter(e["task"] for e in history(machines[1], job) if e["op"] == "finished")
+    log_events = history(machines[1], job)
+    finished = Counter(e["task"] for e in log_events if e["op"] == "finished")
     assert set(finished.values()) == {1} and len(finished) == 24
+    actors = {m.path.joinpath(".git", "gitswarm", "actor").read_text().strip() for m in machines}
+    for claim in (e for e in log_events if e["op"] == "claimed"):  # each names the machine whose worker ran it
+        assert claim["actor"] in actors and claim["record"]["owner"].split(".")[-2] == claim["actor"][-6:]
     status = json.loads(machines[2].gitswarm("--json", "status", "--remote", "origin", job).stdout)
     assert status["status"] == "succeeded"
     assert_converged(machines, daemon, job)
-
-
-def test_a_claim_counts_only_once_the_remote_took_it(machines: list[Machine], tmp_path: Path) -> None:
-    """Each claim on the remote names the machine (host.clone.worker) whose worker ran the task."""
-    job, log = submit(machines[0], tmp_path, 6, 0.1)
-    finish_all([m.work(job) for m in machines[:2]])
-    claims = [e for e in history(machines[0], job) if e["op"] == "claimed"]
-    assert len(claims) == 6
-    actors = {m.name: m.path.joinpath(".git", "gitswarm", "actor").read_text().strip() for m in machines[:2]}
-    for claim in claims:
-        owner = claim["record"]["owner"]
-        assert owner.split(".")[-2] == claim["actor"][-6:], owner  # the clone in the owner is the one that wrote it
-        assert claim["actor"] in actors.values()
-    assert {where for _, _, where in events(log)} <= {"m0", "m1"}
 
 
 def descendants(pid: int) -> list[int]:
@@ -201,7 +191,7 @@ def test_a_machine_killed_mid_run_has_its_tasks_finished_elsewhere(machines: lis
 
 
 def test_the_remote_down_for_ten_seconds_loses_nothing(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
-    job, log = submit(machines[0], tmp_path, 18, 0.8)
+    job, log = submit(machines[0], tmp_path, 12, 0.6)
     running = [m.work(job) for m in machines]
     wait_for(lambda: sum(kind == "end" for kind, _, _ in events(log)) >= 3, 60, "three tasks to finish")
     daemon.stop()
@@ -213,9 +203,9 @@ def test_the_remote_down_for_ten_seconds_loses_nothing(machines: list[Machine], 
     outage = [e for e in said if e["event"] == "remote" and not e["reachable"]]
     assert outage and all(e["said"] and e["retry_in"] > 0 for e in outage), said  # they said what they waited for
     starts = Counter(task for kind, task, _ in events(log) if kind == "start")
-    assert len(starts) == 18 and set(starts.values()) == {1}, starts
+    assert len(starts) == 12 and set(starts.values()) == {1}, starts
     finished = Counter(e["task"] for e in history(machines[2], job) if e["op"] == "finished")
-    assert len(finished) == 18 and set(finished.values()) == {1}
+    assert len(finished) == 12 and set(finished.values()) == {1}
     assert_converged(machines, daemon, job)
 
 
