@@ -75,9 +75,14 @@ class LiveView:
         elif kind == "start":
             self.note = f"{event['workers']} workers" + (f" on job {escape(event['job'])}" if event.get("job") else "")
         elif kind == "remote":  # work --remote: say what the machine waits for while the remote does not answer
-            self.remote = "" if event["reachable"] else (
-                f"remote {escape(event['remote'])} not answering ({escape(event['said'])}); trying again in {event['retry_in']:g}s"
-            )
+            if event["reachable"]:
+                self.remote = ""
+            elif event.get("what") == "push":
+                self.remote = f"pushes to {escape(event['remote'])} do not land, trying again: {escape(event['said'])}"
+            else:
+                self.remote = (
+                    f"remote {escape(event['remote'])} not answering ({escape(event['said'])}); trying again in {event['retry_in']:g}s"
+                )
         elif kind == "expired":
             self.recent.append(Text(f"leases expired (their machine went quiet): {escape(', '.join(event['tasks']))}", "yellow"))
         elif kind == "refused":

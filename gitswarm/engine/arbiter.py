@@ -36,13 +36,15 @@ from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import WorkFailed
 from gitswarm.model.reducer import Change
 from gitswarm.store import layout
-from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.intake import Intake
 from gitswarm.store.jobs import COMMITTER, Snapshot
 from gitswarm.store.notes_intake import pull_notes
 from gitswarm.store.remote import GitTransport
 
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# What a refused push says when another machine got there first (the client's check, or the server's
+# compare-and-swap under its ref lock); anything else is a refusal that trying again will not change.
+LOST_RACE = ("non-fast-forward", "fetch first", "stale info", "failed to update ref", "cannot lock ref", "failed to lock")
 BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_CAP_SECONDS = 5.0
 
@@ -62,6 +64,7 @@ class Offered(enum.Enum):
     ACCEPTED = "accepted"
     MOVED = "moved"  # the remote's tip is not the one the offer was built on
     UNREACHABLE = "unreachable"  # the remote did not answer (down, network, credentials)
+    REJECTED = "rejected"  # the remote refused it for another reason (a hook, a protected ref, no push rights)
 
 
 @dataclass
@@ -131,19 +134,20 @@ class Arbiter:
         done = self.transport.offer(self.remote, updates, expect)
         if done.ok:
             return Offered.ACCEPTED
-        if done.rejected:
+        if not done.rejected:
+            self.said = done.said or "no answer"
+            return Offered.UNREACHABLE
+        # Collateral lines of an atomic push say only that; the others say why.
+        reasons = [line.rsplit("\t", 1)[-1] for line in done.rejected if "atomic push failed" not in line] or list(done.rejected)
+        if any(race in reason for reason in reasons for race in LOST_RACE):
             return Offered.MOVED
-        self.said = done.said or "no answer"
-        return Offered.UNREACHABLE
+        self.said = f"{self.remote} refused the push: {reasons[0]}"
+        return Offered.REJECTED
 
     def _remote_branch(self, job_id: str, task_id: str) -> str | None:
-        """What the remote's branch of the task held when last fetched (None: it had none)."""
-        shadow = f"refs/gitswarm/shadow/{self.key}/branches/{job_id}/{task_id}"
-        try:
-            self.transport.fetch(self.remote, [f"+{layout.branch_ref(job_id, task_id)}:{shadow}"])
-        except GitCommandError:
-            return None  # no such branch there (or no answer: then the offer fails too)
-        return self.swarm.repo.read_ref(shadow)
+        """What the remote's branch of the task held when last fetched (None: it had none). Stale, the
+        push is refused ("stale info"), the job and its branches fetched, and the finish offered again."""
+        return self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/branches/{job_id}/{task_id}")
 
     def adopt(self, snapshot: Snapshot, tip: str, change: Change, artifacts: Collection[Artifact] = ()) -> None:
         """The remote accepted `tip` (built on `snapshot`): move the local ref to it, or merge it in when

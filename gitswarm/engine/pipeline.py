@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from gitswarm.adapters.base import Outcome
 from gitswarm.engine.remote_ledger import RemoteLedger, RemoteUnavailable
+from gitswarm.engine.siblings import Crew
 from gitswarm.model.errors import LeaseLost
 from gitswarm.store.ledger import Lease
 
@@ -39,14 +40,42 @@ class Claiming:
 
 
 class Pipeline:
-    def __init__(self, ledger: RemoteLedger, claiming: Claiming, clock: Callable[[], float]) -> None:
+    """A remote worker's claims: the next lease to run, and the round trips done while a task runs."""
+
+    def __init__(self, ledger: RemoteLedger, claiming: Claiming, crew: Crew, clock: Callable[[], float]) -> None:
         self.ledger = ledger
         self.claiming = claiming
+        self.crew = crew
         self.clock = clock
         self.ahead: Lease | None = None
         self.ahead_renewed = 0.0
         self.pending: tuple[Lease, Outcome] | None = None
-        self.refused: list[str] = []  # why results that waited were refused (their leases were lost)
+        self.given_up: set[tuple[str, str, int]] = set()  # leases this worker stopped running: never run again
+
+    def next_lease(self) -> Lease | None:
+        """The lease to run next: the one claimed ahead, else one claimed with the result that waited,
+        else one a sibling claimed for this worker or this worker claims now. None when there is none;
+        a lease no longer held by the time it would start is given up, not run."""
+        lease = self.take_ahead()
+        if lease is None:
+            self.flush()  # nothing runs next: the result that waits is pushed now (and may claim the next)
+            lease = self.take_ahead()
+        if lease is None:
+            c = self.claiming
+            lease = self.crew.claim(self.ledger, c.owner, c.ttl, self.clock(), c.job, c.exclude, c.skip_jobs, self._holding())
+        if lease is not None and not self.ledger.held(lease, self.clock()):
+            self.give_up(lease)
+            return None
+        return lease
+
+    def give_up(self, lease: Lease) -> None:
+        """This worker will not run (or finish) the lease: its expiry is pushed, and it is never taken up again."""
+        self.given_up.add((lease.job, lease.task, lease.token))
+        self.ledger.give_up(lease)
+
+    def _holding(self) -> frozenset[tuple[str, str, int]]:
+        held = [lease for lease in (self.ahead, self.pending[0] if self.pending else None) if lease is not None]
+        return frozenset({*self.given_up, *((lease.job, lease.task, lease.token) for lease in held)})
 
     def hold(self, lease: Lease, outcome: Outcome) -> bool:
         """Keep a finished task's result to push while the next one runs: only when the next is
@@ -88,9 +117,9 @@ class Pipeline:
                 retryable=outcome.retryable, job_id=c.job, exclude=c.exclude, skip_jobs=c.skip_jobs,
                 claim_next=self.ahead is None and self._deep(), patient=patient,
             )
-        except LeaseLost as exc:
-            self.pending = None
-            self.refused.append(str(exc))
+        except LeaseLost:
+            self.pending = None  # its lease was lost: the task runs again elsewhere, as it would locally
+            self.give_up(lease)
             return
         self.pending = None
         if after is not None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from gitswarm.engine.arbiter import Arbiter, Backoff, Offered, RemoteRefused
 from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
-from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, WorkFailed
+from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
 from gitswarm.model.ops import BudgetStopped, LeaseExpired, LeaseRenewed, Op, TaskClaimed
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
@@ -40,7 +40,12 @@ REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep takin
 
 
 class RemoteUnavailable(WorkFailed):
-    """The remote did not answer; nothing was written anywhere."""
+    """The remote did not answer (or kept moving); nothing was written anywhere."""
+
+
+class RemoteRejected(WorkFailed):
+    """The remote refused a push for a reason trying again will not change (a hook, a protected ref,
+    no right to push); nothing was written anywhere."""
 
 
 class RemoteLedger(Ledger):
@@ -54,6 +59,8 @@ class RemoteLedger(Ledger):
         self.arbiter = arbiter
         self.clock_skew = clock_skew
         self.clock = clock or arbiter.swarm.clock
+        self.problem = ""  # why the last push did not land, while that lasts ("" once one did)
+        self.on_problem: Callable[[str], None] = lambda problem: None
 
     # -- the protocol ---------------------------------------------------------------------
 
@@ -63,35 +70,53 @@ class RemoteLedger(Ledger):
         """Build on the local tip, have the remote accept it, then move the local ref.
 
         Refused: fetch and merge the job, build again (`build` raises LeaseLost or
-        InvalidTransition when what it was to do no longer applies). Unreachable:
-        RemoteUnavailable, or with `patient`, back off with jitter and try again until
-        the remote answers (a finish is kept until it lands or its lease is lost).
+        InvalidTransition when what it was to do no longer applies). Unreachable, or
+        rejected for another reason (a hook, no push rights): RemoteUnavailable or
+        RemoteRejected, or with `patient`, back off with jitter and try again until it
+        lands (a finish is kept until it lands or its lease is lost). Whoever listens
+        to `on_problem` is told why pushes do not land, and when they land again.
         """
         # Refused: another machine got there first; the fetch that follows is the real wait, so the sleep
         # stays short (a long one stalls the worker longer than the round trip it saves).
         refused, unreachable = Backoff(base=0.01, cap=REFUSED_BACKOFF_CAP_SECONDS), Backoff()
-        for round_ in range(OFFER_ROUNDS):
+        round_ = 0
+        while patient or round_ < OFFER_ROUNDS:  # a finish is kept as long as it may still land
+            round_ += 1
             snapshot = self._snapshot(job_id)
             ops, artifacts = build(snapshot)
             tip, change = self.refs.commit_ops(snapshot, ops, artifacts)
             offered = self.arbiter.offer(job_id, tip, branch)
             if offered is Offered.ACCEPTED:
                 self.arbiter.adopt(snapshot, tip, change, artifacts)
+                self._said("")
                 return snapshot, change
-            if offered is Offered.UNREACHABLE:
+            if offered is Offered.REJECTED:
+                self._said(self.arbiter.said)
+                if not patient:
+                    raise RemoteRejected(self.arbiter.said)
+            if offered is not Offered.MOVED:  # unreachable, or rejected and kept: wait until it would land
+                if offered is Offered.UNREACHABLE:
+                    self._said(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
                 if not patient:
                     raise RemoteUnavailable(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
                 while True:  # wait for it: a refusal count is no measure of an outage
                     self.arbiter.sleep(unreachable.next())
                     if self.arbiter.try_sync([job_id]):
                         break
-                unreachable.reset()
+                if offered is Offered.UNREACHABLE:
+                    unreachable.reset()  # it answers again; a rejection keeps its backoff growing, to 5 s
                 continue
-            if round_:  # the first refusal is answered at once: the fetch takes a round trip anyway
+            if round_ > 1:  # the first refusal is answered at once: the fetch takes a round trip anyway
                 self.arbiter.sleep(refused.next())
             if not self.arbiter.try_sync([job_id]) and not patient:
                 raise RemoteUnavailable(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
-        raise InternalError(f"job {job_id}: the remote kept moving; gave up after {OFFER_ROUNDS} offers")
+        raise RemoteUnavailable(f"job {job_id}: the remote kept moving; gave up after {OFFER_ROUNDS} offers")
+
+    def _said(self, problem: str) -> None:
+        """Tell whoever listens (the supervisor, through engine/siblings.py) why pushes do not land, or that they do."""
+        if problem != self.problem:
+            self.problem = problem
+            self.on_problem(problem)
 
     def lease_length(self, spec: TaskSpec, ttl: float) -> float:
         """How long a claim of a task holds before it must be renewed: its timeout plus a grace, at most `ttl`."""
@@ -120,7 +145,7 @@ class RemoteLedger(Ledger):
                 continue  # another machine took it first: choose again from what the refusal brought
             except RemoteRefused:
                 continue  # that job is not taken from the remote any more; choose from the others
-            except RemoteUnavailable:
+            except (RemoteUnavailable, RemoteRejected):
                 return None
             return lease
         return None
@@ -158,14 +183,16 @@ class RemoteLedger(Ledger):
                 snapshot, change = self.offer(pick[0], build)
             except (InvalidTransition, LeaseLost, RemoteRefused):
                 continue
-            except RemoteUnavailable:
+            except (RemoteUnavailable, RemoteRejected):
                 return []
             return [granted_lease(snapshot, change, task, owner, change.tasks[task].lease_expires or now) for owner, task in granted]
         return []
 
-    def assigned(self, owner: str) -> Lease | None:
-        """A task a sibling claimed for `owner` (running under its name here, and not run yet)."""
-        row = self.index.db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY expires LIMIT 1", (owner,)).fetchone()
+    def assigned(self, owner: str, skip: frozenset[tuple[str, str, int]] = frozenset()) -> Lease | None:
+        """A task a sibling claimed for `owner` (running under its name here, and not run yet); `skip`:
+        (job, task, token) of the leases its worker holds otherwise or gave up."""
+        rows = self.index.db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY expires", (owner,)).fetchall()
+        row = next((r for r in rows if (r[0], r[1], r[2]) not in skip), None)
         if row is None:
             return None
         snapshot = self._snapshot(row[0])
@@ -190,32 +217,50 @@ class RemoteLedger(Ledger):
     def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
         if task.state is not TaskState.QUEUED:
             raise InvalidTransition(f"task {task.id} is {task.state.value}, not queued")
+        # The deadline runs from when the claim is built, not from when the caller asked: a finish that
+        # waited out an outage carries a claim of its next task as long as any other.
         return self.refs.next_op(
             TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner,
-            lease_expires=now + self.lease_length(task.spec, ttl),
+            lease_expires=max(now, self.clock()) + self.lease_length(task.spec, ttl),
         )
 
     def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
         """Push a renewal of a live lease. LeaseLost if the remote says it is no longer held; the
         lease unchanged if the remote did not answer (the heartbeat tries again)."""
-        expires = now + self.lease_length(lease.spec, ttl)
+        deadline = [lease.expires]
 
         def build(s: Snapshot) -> Built:
             _own(s, lease)
-            return self.refs.next_op(LeaseRenewed, s, now, task=lease.task, token=lease.token, lease_expires=expires), ()
+            deadline[0] = max(now, self.clock()) + self.lease_length(lease.spec, ttl)
+            return self.refs.next_op(LeaseRenewed, s, now, task=lease.task, token=lease.token, lease_expires=deadline[0]), ()
 
         try:
             self.offer(lease.job, build)
-        except RemoteUnavailable:
+        except (RemoteUnavailable, RemoteRejected):
             return lease
         except (InvalidTransition, RemoteRefused) as exc:
             raise LeaseLost(str(exc)) from None
-        return dataclasses.replace(lease, expires=expires)
+        return dataclasses.replace(lease, expires=deadline[0])
 
     def held(self, lease: Lease, now: float) -> bool:
-        """Still ours as this clone last saw the remote, and not past its deadline by more than the skew."""
+        """Still ours as this clone last saw the remote, and not past its deadline. Not a moment more: the
+        others wait the clock skew beyond it, the margin for a clock here that runs behind theirs."""
         row = self.index.lease(lease.job, lease.task)
-        return row is not None and row.owner == lease.owner and row.token == lease.token and row.expires + self.clock_skew >= now
+        return row is not None and row.owner == lease.owner and row.token == lease.token and row.expires >= now
+
+    def give_up(self, lease: Lease) -> None:
+        """A lease this worker stopped running (lost here, or found stale before it started): push its
+        expiry while it is still current on the remote, so it is run again at once and never twice by us."""
+        now = self.clock()
+
+        def build(s: Snapshot) -> Built:
+            _own(s, lease)
+            return self.refs.next_op(LeaseExpired, s, now, task=lease.task, token=lease.token), ()
+
+        try:
+            self.offer(lease.job, build)
+        except (InvalidTransition, LeaseLost, RemoteRefused, RemoteUnavailable, RemoteRejected):
+            pass  # no longer ours, or the remote will have it expired by its deadline
 
     def finish(
         self, lease: Lease, ok: bool, now: float, error: str | None = None, artifacts: Sequence[Artifact] = (),
@@ -259,15 +304,18 @@ class RemoteLedger(Ledger):
                 pick = self._pick(now, job_id, after, lease.job, exclude, skip_jobs)
                 if pick is not None and pick[0] == lease.job and exhausted(snapshot.job, after.state, now) is None:
                     task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
-                    ops.append(self._claim_op(snapshot, task, lease.owner, ttl, now, after=1))
-                    picked[0] = pick[1]
+                    # The index may have moved past this snapshot (another process here adopted a commit):
+                    # a task no longer queued in it is simply not claimed; the finish never waits on a claim.
+                    if task.state is TaskState.QUEUED:
+                        ops.append(self._claim_op(snapshot, task, lease.owner, ttl, now, after=1))
+                        picked[0] = pick[1]
             return ops, artifacts
 
         patches = [a for a in artifacts if isinstance(a, Patch)]
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
         try:
             snapshot, change = self.offer(lease.job, build, patient=patient, branch=branch)
-        except (InvalidTransition, RemoteRefused) as exc:
+        except (InvalidTransition, RemoteRefused, RemoteRejected) as exc:
             raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
         done = change.tasks[lease.task]
         if picked[0] is not None:
@@ -303,7 +351,7 @@ class RemoteLedger(Ledger):
                 self.offer(job, build)
             except (InvalidTransition, LeaseLost, RemoteRefused):
                 continue
-            except RemoteUnavailable:
+            except (RemoteUnavailable, RemoteRejected):
                 break
             expired.append((job, task_id))
         return expired

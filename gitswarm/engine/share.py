@@ -143,12 +143,17 @@ def pull_limits(swarm: Swarm) -> PullLimits:
 
 
 def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None) -> None:
-    """Fetch the job refs (all, or only `jobs`) of `remote` into its shadow namespace; WorkFailed if it fails.
+    """Fetch the job refs (all, or only `jobs`) of `remote`, and their tasks' pushed heads, into its shadow
+    namespace; WorkFailed if it fails.
     Fetching every job prunes the shadow of jobs the remote no longer has; fetching some leaves the others."""
     prefix = _shadow(key)
     names = ["*"] if jobs is None else list(jobs)
+    specs = [f"+{layout.JOBS_PREFIX}{name}:{prefix}jobs/{name}" for name in names]
+    # With them, the heads their implement tasks pushed (a follow-up starts from one; verify needs it).
+    specs += [f"+{layout.BRANCHES_PREFIX}{name}{'' if name == '*' else '/*'}:{prefix}branches/{name}{'' if name == '*' else '/*'}"
+              for name in names]
     try:
-        transport(swarm).fetch(remote, [f"+{layout.JOBS_PREFIX}{name}:{prefix}jobs/{name}" for name in names])
+        transport(swarm).fetch(remote, specs)
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
 

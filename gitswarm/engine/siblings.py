@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 BUSY, IDLE, RESERVED = 0, 1, 2
 NAME_BYTES = 64
+PROBLEM_BYTES = 512
 RESERVATION_SECONDS = 30.0
 
 _fork = multiprocessing.get_context("fork")
@@ -36,6 +37,7 @@ class Siblings:
         self.states: Any = _fork.Array("i", slots, lock=False)
         self.since: Any = _fork.Array("d", slots, lock=False)
         self.names: Any = _fork.Array("c", slots * NAME_BYTES, lock=False)
+        self.said: Any = _fork.Array("c", PROBLEM_BYTES, lock=False)  # why pushes do not land ("" while they do)
 
     def seat(self, slot: int, owner: str) -> None:
         """A new worker process in `slot` (a replacement too): busy until it finds nothing to do."""
@@ -73,6 +75,16 @@ class Siblings:
             if self.states[slot] != RESERVED:
                 self.states[slot] = IDLE
 
+    def report(self, problem: str) -> None:
+        """A worker's pushes stopped landing (why), or land again (""): the supervisor says so."""
+        with self.lock:
+            raw = problem.encode(errors="replace")[: PROBLEM_BYTES - 1]
+            self.said[:PROBLEM_BYTES] = raw.ljust(PROBLEM_BYTES, b"\0")
+
+    def problem(self) -> str:
+        with self.lock:
+            return bytes(self.said[:PROBLEM_BYTES]).rstrip(b"\0").decode(errors="replace")
+
     def busy(self, slot: int) -> None:
         with self.lock:
             self.states[slot] = BUSY
@@ -87,17 +99,20 @@ class Crew:
 
     def claim(
         self, ledger: RemoteLedger, owner: str, ttl: float, now: float, job_id: str | None,
-        exclude: frozenset[str], skip_jobs: frozenset[str],
+        exclude: frozenset[str], skip_jobs: frozenset[str], skip: frozenset[tuple[str, str, int]] = frozenset(),
     ) -> Lease | None:
         """The task a sibling claimed for this worker; else claim one, and one for each idle sibling,
-        in one push. None when there is nothing (or a sibling is claiming for it right now)."""
-        assigned = ledger.assigned(owner)
-        if assigned is not None:
-            self.siblings.busy(self.slot)
-            return assigned
+        in one push. None when there is nothing (or a sibling is claiming for it right now). `skip`:
+        leases of this worker's not to take as assigned (held ahead, waiting to be pushed, given up)."""
+        # Reserved first, then looked for: a sibling that claimed for this worker adopted the lease
+        # before it let go of the reservation, so it is in the index by now.
         chosen = self.siblings.reserve(self.slot)
         if chosen is None:
             return None
+        assigned = ledger.assigned(owner, skip)
+        if assigned is not None:
+            self.siblings.release(chosen)
+            return assigned
         try:
             owners = [owner, *(self.siblings.name(other) for other in chosen)]
             leases = ledger.claim_for(owners, ttl, now, job_id, exclude, skip_jobs)

@@ -134,13 +134,13 @@ def worker_main(
                 return
             idle = min(idle * 2, idle_max)
     except KeyboardInterrupt:
-        if worker.pipeline is not None:  # a finished result still waiting for its push: one try
-            with contextlib.suppress(GitswarmError, sqlite3.DatabaseError):
-                worker.pipeline.flush(patient=False)
         return
     except IndexBroken as exc:
         raise SystemExit(f"gitswarm: worker {owner}: {exc}") from None
     finally:
+        if worker.pipeline is not None:  # a finished result still waiting for its push: one more try
+            with contextlib.suppress(GitswarmError, sqlite3.DatabaseError, KeyboardInterrupt):
+                worker.pipeline.flush(patient=False)
         swarm.close()
 
 
@@ -164,6 +164,7 @@ class Supervisor:
         self.siblings: Siblings | None = None
         self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings
         self.remote_state = RemoteState()
+        self.push_problem = ""
         if options.remote is not None:
             self.ledger = RemoteLedger(swarm.ledger, Arbiter(swarm, options.remote), options.clock_skew)
             self.siblings = Siblings(options.workers)
@@ -307,9 +308,14 @@ class Supervisor:
             if job == self.options.job:
                 raise WorkFailed(f"job {job}: what {self.options.remote} holds is refused here: {why}")
         if (state.reachable, state.said) != (self.remote_state.reachable, self.remote_state.said):
-            self.on_event({"event": "remote", "remote": self.options.remote, "reachable": state.reachable,
+            self.on_event({"event": "remote", "remote": self.options.remote, "what": "fetch", "reachable": state.reachable,
                            "said": state.said, "retry_in": state.retry_in})
         self.remote_state = state
+        problem = self.siblings.problem() if self.siblings is not None else ""
+        if problem != self.push_problem:  # the workers' pushes stopped landing (a hook, no push rights, down), or land again
+            self.push_problem = problem
+            self.on_event({"event": "remote", "remote": self.options.remote, "what": "push", "reachable": not problem,
+                           "said": problem, "retry_in": 0.0})
 
     def _report(self) -> None:
         for job, task, state, attempts, error, updated in self.swarm.index.changed_tasks(self.since, self.options.job):

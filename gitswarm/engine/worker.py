@@ -46,6 +46,7 @@ from gitswarm.store.ledger import Lease, Ledger
 from gitswarm.store.worktrees import Worktrees
 
 CANCEL_POLL_SECONDS = 0.25
+MIN_RENEW_SECONDS = 0.75  # a lease nearly out is renewed at most every 0.25 s (a third of this)
 INDEX_RECOVERIES = 3  # index failures in a row that are rebuilt before giving up
 
 
@@ -115,7 +116,8 @@ class Worker:
         self.pipeline: Pipeline | None = None  # `work --remote`: round trips while tasks run (engine/pipeline.py)
         if crew is not None and isinstance(ledger, RemoteLedger):
             claiming = Claiming(owner, options.lease, options.job, options.exclude, options.skip_jobs, crew.siblings.slots)
-            self.pipeline = Pipeline(ledger, claiming, clock)
+            self.pipeline = Pipeline(ledger, claiming, crew, clock)
+            ledger.on_problem = crew.siblings.report  # the supervisor says why pushes do not land
         self.workdir = workdir
         self.owner = owner
         self.options = options
@@ -141,12 +143,7 @@ class Worker:
         """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
         lease, self.next_lease = self.next_lease, None
         if lease is None and self.pipeline is not None:
-            lease = self.pipeline.take_ahead()
-            if lease is None:
-                self.pipeline.flush()  # nothing runs next: the result that waits is pushed now
-        if lease is None and self.crew is not None and isinstance(self.ledger, RemoteLedger):
-            options = self.options
-            lease = self.crew.claim(self.ledger, self.owner, options.lease, self.clock(), options.job, options.exclude, options.skip_jobs)
+            lease = self.pipeline.next_lease()
         elif lease is None:
             lease = self.ledger.claim(
                 self.owner,
@@ -193,6 +190,8 @@ class Worker:
         except (BadInput, GitCommandError) as exc:
             outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
         if heartbeat.lost:
+            if self.pipeline is not None:  # never run again by this worker; on the remote, free at once
+                self.pipeline.give_up(lease)
             return StepResult(lease, accepted=False, error=heartbeat.lost)
         if self.pipeline is not None:
             if self.pipeline.hold(lease, outcome):  # pushed while the next task runs
@@ -277,6 +276,8 @@ class Worker:
                 self.guard.recover(exc)
                 self.next_lease = self._write(lease, outcome)
         except LeaseLost as exc:
+            if self.pipeline is not None:  # never taken up again by this worker, should the remote still hold it
+                self.pipeline.give_up(lease)
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
         if outcome.ok and lease.spec.mode == "implement":  # its verdict accepted: memory, if `[memory] auto`
             auto_promote(self.ledger.refs.repo, self.ledger.refs, lease.job, lease.task, self.clock)
@@ -322,7 +323,7 @@ class _Heartbeat:
         self.ttl = ttl
         self.renewed = clock()
         # A third of the lease: of --lease, or of the shorter one a remote claim may carry (engine/remote_ledger.py).
-        self.interval = max(min(ttl, lease.expires - self.renewed), 0.0) / 3
+        self.interval = max(min(ttl, lease.expires - self.renewed), MIN_RENEW_SECONDS) / 3
         self.guard = guard
         self.supervised = supervised
         self.lost: str | None = None
@@ -336,6 +337,9 @@ class _Heartbeat:
             if now - self.renewed >= self.interval:
                 self.lease = self.ledger.renew(self.lease, self.ttl, now)
                 self.renewed = now
+                # A third of what the lease has left now: a remote renewal that did not land leaves the
+                # old deadline, and the next try comes sooner (engine/remote_ledger.py).
+                self.interval = max(min(self.ttl, self.lease.expires - now), MIN_RENEW_SECONDS) / 3
             elif not self.ledger.held(self.lease, now):
                 raise LeaseLost("lease no longer held")
         except LeaseLost:

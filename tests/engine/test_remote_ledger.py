@@ -135,6 +135,35 @@ def test_a_renewal_keeps_the_lease_from_being_expired(clones: tuple) -> None:
     assert ops[-3:] == ["claimed", "renewed", "finished"]
 
 
+def test_a_renewal_is_held_here_past_the_first_deadline(clones: tuple) -> None:
+    """The renewing clone's own index takes the renewed deadline (its heartbeat asks it every tick)."""
+    _, (a, _), job, clock = clones
+    lease = a.claim("a.w1", 6.0, clock(), job_id=job)
+    clock.now += 3.0
+    renewed = a.renew(lease, 6.0, clock())
+    clock.now += 4.0  # past the claim's deadline, inside the renewal's
+    assert a.held(renewed, clock())
+    clock.now += 3.0  # past the renewal's: not held, though the others wait the skew too
+    assert not a.held(renewed, clock())
+
+
+def test_a_push_the_remote_refuses_for_good_is_said_and_not_retried_as_a_race(clones: tuple) -> None:
+    bare, (a, _), job, clock = clones
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    heard: list[str] = []
+    a.on_problem = heard.append
+    syncs = []
+    fetch = a.arbiter.try_sync
+    a.arbiter.try_sync = lambda jobs=None: syncs.append(jobs) or fetch(jobs)  # type: ignore[method-assign]
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is None
+    assert syncs == [] and heard and "refused the push" in heard[-1] and "hook declined" in heard[-1]
+    hook.unlink()
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is not None
+    assert heard[-1] == ""  # pushes land again: said so
+
+
 def test_claims_for_siblings_go_in_one_push(clones: tuple) -> None:
     bare, (a, _), job, clock = clones
     before = int(git(bare, "rev-list", "--count", layout.job_ref(job)))

@@ -167,10 +167,12 @@ class IndexSync(IndexConnection):
         )
 
     def _put_lease(self, job_id: str, task: Task, expires: float, heartbeat: float) -> None:
+        # A new claim replaces the row; the same claim only ever moves its deadline later: a `renewed` in the
+        # record (work --remote), while a local renewal, which lives in this row alone, is never undone.
         self.db.execute(
             "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job, task) DO UPDATE SET"
-            " owner = excluded.owner, token = excluded.token, expires = excluded.expires,"
-            " heartbeat = excluded.heartbeat WHERE leases.token != excluded.token OR leases.owner != excluded.owner",
+            " owner = excluded.owner, token = excluded.token, expires = excluded.expires, heartbeat = excluded.heartbeat"
+            " WHERE leases.token != excluded.token OR leases.owner != excluded.owner OR excluded.expires > leases.expires",
             (job_id, task.id, task.owner or "", task.claims, expires, heartbeat),
         )
 
