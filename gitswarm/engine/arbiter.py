@@ -18,7 +18,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gitswarm.engine.share import (
@@ -44,7 +44,10 @@ from gitswarm.store.remote import GitTransport
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # What a refused push says when another machine got there first (the client's check, or the server's
 # compare-and-swap under its ref lock); anything else is a refusal that trying again will not change.
-LOST_RACE = ("non-fast-forward", "fetch first", "stale info", "failed to update ref", "cannot lock ref", "failed to lock")
+LOST_RACE = (
+    "non-fast-forward", "fetch first", "stale info", "failed to update ref", "cannot lock ref", "failed to lock",
+    "atomic transaction failed",  # receive-pack's ref transaction lost its compare-and-swap (an --atomic push)
+)
 BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_CAP_SECONDS = 5.0
 
@@ -53,6 +56,13 @@ def machine_owner(actor: str, worker: str) -> str:
     """A worker's name as every machine of a swarm sees it in the records: host, clone (actor), worker."""
     host = _NOT_IN_NAME.sub("-", socket.gethostname()).strip("-._")[:24] or "host"
     return f"{host}.{actor[-6:]}.{worker}"
+
+
+def refusal(rejected: Sequence[str]) -> tuple[bool, str]:
+    """Of the `!` lines of a refused `git push --porcelain`: whether another push got there first, and why it
+    was refused. The collateral lines of an atomic push ("atomic push failed") say nothing of their own."""
+    reasons = [line.rsplit("\t", 1)[-1] for line in rejected if "atomic push failed" not in line] or list(rejected)
+    return any(race in reason for reason in reasons for race in LOST_RACE), reasons[0] if reasons else "refused"
 
 
 class RemoteRefused(WorkFailed):
@@ -137,11 +147,10 @@ class Arbiter:
         if not done.rejected:
             self.said = done.said or "no answer"
             return Offered.UNREACHABLE
-        # Collateral lines of an atomic push say only that; the others say why.
-        reasons = [line.rsplit("\t", 1)[-1] for line in done.rejected if "atomic push failed" not in line] or list(done.rejected)
-        if any(race in reason for reason in reasons for race in LOST_RACE):
+        raced, reason = refusal(done.rejected)
+        if raced:
             return Offered.MOVED
-        self.said = f"{self.remote} refused the push: {reasons[0]}"
+        self.said = f"{self.remote} refused the push: {reason}"
         return Offered.REJECTED
 
     def _remote_branch(self, job_id: str, task_id: str) -> str | None:

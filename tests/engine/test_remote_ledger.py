@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from gitswarm.engine.arbiter import Arbiter, Backoff, Offered
+from gitswarm.engine.arbiter import Arbiter, Backoff, Offered, refusal
 from gitswarm.engine.remote_ledger import RemoteLedger
 from gitswarm.engine.siblings import BUSY, IDLE, RESERVED, Siblings
 from gitswarm.engine.swarm import Swarm
@@ -181,6 +181,22 @@ def test_an_unreachable_remote_is_said_and_nothing_moves(clones: tuple, tmp_path
     assert a.claim("a.w1", 30.0, clock(), job_id=job) is None
     assert a.refs.repo.read_ref(layout.job_ref(job)) == tip
     assert a.arbiter.offer(job, tip) is Offered.UNREACHABLE and a.arbiter.said
+
+
+@pytest.mark.parametrize(
+    ("lines", "raced"),
+    [
+        (["!\tabc:refs/swarm/jobs/j\t[rejected] (fetch first)"], True),
+        (["!\tabc:refs/swarm/jobs/j\t[rejected] (non-fast-forward)"], True),
+        (["!\tabc:refs/swarm/branches/j/t\t[rejected] (stale info)", "!\tabc:refs/swarm/jobs/j\t[rejected] (atomic push failed)"], True),
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (atomic transaction failed)"], True),  # the server's CAS under its lock
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (cannot lock ref 'refs/swarm/jobs/j': is at 1 but expected 2)"], True),
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (pre-receive hook declined)"], False),
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (protected branch hook declined)"], False),
+    ],
+)
+def test_a_refused_push_is_a_lost_race_only_when_it_says_so(lines: list[str], raced: bool) -> None:
+    assert refusal(lines)[0] is raced
 
 
 def test_backoff_is_jittered_and_capped() -> None:
