@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gitswarm.adapters.base import Outcome
-from gitswarm.engine.remote_ledger import RemoteLedger, RemoteUnavailable
+from gitswarm.engine.remote_ledger import RemoteLedger, RemoteRejected, RemoteUnavailable
 from gitswarm.engine.siblings import Crew
 from gitswarm.model.errors import LeaseLost
 from gitswarm.store.ledger import Lease
@@ -102,8 +102,8 @@ class Pipeline:
                 self.ahead_renewed = self.clock()
             elif self.ahead is not None:
                 self._renew_ahead()
-        except RemoteUnavailable:
-            return
+        except (RemoteUnavailable, RemoteRejected):
+            return  # the result is kept: tried again at the next tick, pushed at the latest when this task ends
 
     def flush(self, patient: bool = True) -> None:
         """Push the result that waits, and (when the job is still deep) claim the next task in the same commit."""

@@ -315,7 +315,7 @@ class RemoteLedger(Ledger):
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
         try:
             snapshot, change = self.offer(lease.job, build, patient=patient, branch=branch)
-        except (InvalidTransition, RemoteRefused, RemoteRejected) as exc:
+        except (InvalidTransition, RemoteRefused) as exc:
             raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
         done = change.tasks[lease.task]
         if picked[0] is not None:
