@@ -148,10 +148,15 @@ class Arbiter:
             self.said = done.said or "no answer"
             return Offered.UNREACHABLE
         raced, reason = refusal(done.rejected)
-        if raced:
-            return Offered.MOVED
         self.said = f"{self.remote} refused the push: {reason}"
-        return Offered.REJECTED
+        return Offered.MOVED if raced else Offered.REJECTED
+
+    def seen(self, job_id: str, task_id: str | None = None) -> tuple[str | None, str | None]:
+        """The job's tip (and a task's pushed head) on the remote, as last fetched."""
+        return (
+            self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}"),
+            None if task_id is None else self._remote_branch(job_id, task_id),
+        )
 
     def _remote_branch(self, job_id: str, task_id: str) -> str | None:
         """What the remote's branch of the task held when last fetched (None: it had none). Stale, the
@@ -188,7 +193,7 @@ class Arbiter:
                     self.swarm.repo.cas_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}", tip, shadow, "gitswarm: published")
                     pushed.append(job_id)
                     break
-                if offered is Offered.UNREACHABLE:
+                if offered is not Offered.MOVED:
                     raise WorkFailed(f"push to {self.remote} failed: {self.said}")
                 self.sleep(Backoff(base=0.05).next())
                 self.sync([job_id])

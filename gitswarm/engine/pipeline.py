@@ -50,7 +50,7 @@ class Pipeline:
         self.ahead: Lease | None = None
         self.ahead_renewed = 0.0
         self.pending: tuple[Lease, Outcome] | None = None
-        self.given_up: set[tuple[str, str, int]] = set()  # leases this worker stopped running: never run again
+        self.taken: set[tuple[str, str, int]] = set()  # leases this worker ran or gave up: never taken up again
 
     def next_lease(self) -> Lease | None:
         """The lease to run next: the one claimed ahead, else one claimed with the result that waited,
@@ -66,16 +66,22 @@ class Pipeline:
         if lease is not None and not self.ledger.held(lease, self.clock()):
             self.give_up(lease)
             return None
+        if lease is not None:
+            self.took(lease)
         return lease
+
+    def took(self, lease: Lease) -> None:
+        """This worker runs `lease` now (however it came): it is never taken up again."""
+        self.taken.add((lease.job, lease.task, lease.token))
 
     def give_up(self, lease: Lease) -> None:
         """This worker will not run (or finish) the lease: its expiry is pushed, and it is never taken up again."""
-        self.given_up.add((lease.job, lease.task, lease.token))
+        self.taken.add((lease.job, lease.task, lease.token))
         self.ledger.give_up(lease)
 
     def _holding(self) -> frozenset[tuple[str, str, int]]:
         held = [lease for lease in (self.ahead, self.pending[0] if self.pending else None) if lease is not None]
-        return frozenset({*self.given_up, *((lease.job, lease.task, lease.token) for lease in held)})
+        return frozenset({*self.taken, *((lease.job, lease.task, lease.token) for lease in held)})
 
     def hold(self, lease: Lease, outcome: Outcome) -> bool:
         """Keep a finished task's result to push while the next one runs: only when the next is

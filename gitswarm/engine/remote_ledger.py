@@ -85,7 +85,10 @@ class RemoteLedger(Ledger):
             snapshot = self._snapshot(job_id)
             ops, artifacts = build(snapshot)
             tip, change = self.refs.commit_ops(snapshot, ops, artifacts)
+            seen = self.arbiter.seen(job_id, branch[0] if branch else None)
             offered = self.arbiter.offer(job_id, tip, branch)
+            if offered is Offered.MOVED and not self._moved(job_id, seen, branch):
+                offered = Offered.REJECTED  # "refused" yet nobody moved it: the server's own failure, said
             if offered is Offered.ACCEPTED:
                 self.arbiter.adopt(snapshot, tip, change, artifacts)
                 self._said("")
@@ -106,11 +109,18 @@ class RemoteLedger(Ledger):
                 if offered is Offered.UNREACHABLE:
                     unreachable.reset()  # it answers again; a rejection keeps its backoff growing, to 5 s
                 continue
-            if round_ > 1:  # the first refusal is answered at once: the fetch takes a round trip anyway
+            # Lost a race: _moved fetched what won it. The first refusal is answered at once (that fetch took a
+            # round trip anyway); later ones wait a little, jittered, so that machines refused together part.
+            if round_ > 1:
                 self.arbiter.sleep(refused.next())
-            if not self.arbiter.try_sync([job_id]) and not patient:
-                raise RemoteUnavailable(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
         raise RemoteUnavailable(f"job {job_id}: the remote kept moving; gave up after {OFFER_ROUNDS} offers")
+
+    def _moved(self, job_id: str, seen: tuple[str | None, str | None], branch: tuple[str, str] | None) -> bool:
+        """Whether the remote moved since `seen` (fetched now): a refusal that says "lost a race" (receive-pack says
+        "atomic transaction failed" for a stale lock or a full disk too) is one only if somebody else's push landed."""
+        if not self.arbiter.try_sync([job_id]):
+            return True  # no answer now: the next round finds out
+        return self.arbiter.seen(job_id, branch[0] if branch else None) != seen
 
     def _said(self, problem: str) -> None:
         """Tell whoever listens (the supervisor, through engine/siblings.py) why pushes do not land, or that they do."""

@@ -37,7 +37,7 @@ class Siblings:
         self.states: Any = _fork.Array("i", slots, lock=False)
         self.since: Any = _fork.Array("d", slots, lock=False)
         self.names: Any = _fork.Array("c", slots * NAME_BYTES, lock=False)
-        self.said: Any = _fork.Array("c", PROBLEM_BYTES, lock=False)  # why pushes do not land ("" while they do)
+        self.said: Any = _fork.Array("c", slots * PROBLEM_BYTES, lock=False)  # per worker: why its pushes do not land
 
     def seat(self, slot: int, owner: str) -> None:
         """A new worker process in `slot` (a replacement too): busy until it finds nothing to do."""
@@ -45,6 +45,7 @@ class Siblings:
             raw = owner.encode()[:NAME_BYTES].ljust(NAME_BYTES, b"\0")
             self.names[slot * NAME_BYTES:(slot + 1) * NAME_BYTES] = raw
             self.states[slot] = BUSY
+            self.said[slot * PROBLEM_BYTES:(slot + 1) * PROBLEM_BYTES] = b"\0" * PROBLEM_BYTES  # the last one's problem went with it
 
     def name(self, slot: int) -> str:
         return bytes(self.names[slot * NAME_BYTES:(slot + 1) * NAME_BYTES]).rstrip(b"\0").decode()
@@ -75,15 +76,20 @@ class Siblings:
             if self.states[slot] != RESERVED:
                 self.states[slot] = IDLE
 
-    def report(self, problem: str) -> None:
-        """A worker's pushes stopped landing (why), or land again (""): the supervisor says so."""
+    def report(self, slot: int, problem: str) -> None:
+        """Worker `slot`'s pushes stopped landing (why), or land again (""): the supervisor says so."""
         with self.lock:
             raw = problem.encode(errors="replace")[: PROBLEM_BYTES - 1]
-            self.said[:PROBLEM_BYTES] = raw.ljust(PROBLEM_BYTES, b"\0")
+            self.said[slot * PROBLEM_BYTES:(slot + 1) * PROBLEM_BYTES] = raw.ljust(PROBLEM_BYTES, b"\0")
 
     def problem(self) -> str:
+        """Why some worker's pushes do not land ("" when every worker's do)."""
         with self.lock:
-            return bytes(self.said[:PROBLEM_BYTES]).rstrip(b"\0").decode(errors="replace")
+            for slot in range(self.slots):
+                said = bytes(self.said[slot * PROBLEM_BYTES:(slot + 1) * PROBLEM_BYTES]).rstrip(b"\0")
+                if said:
+                    return said.decode(errors="replace")
+            return ""
 
     def busy(self, slot: int) -> None:
         with self.lock:

@@ -10,6 +10,7 @@ file) has the index rebuilt from the refs, and the work goes on.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sqlite3
 import time
@@ -47,6 +48,7 @@ from gitswarm.store.worktrees import Worktrees
 
 CANCEL_POLL_SECONDS = 0.25
 MIN_RENEW_SECONDS = 0.75  # a lease nearly out is renewed at most every 0.25 s (a third of this)
+RENEW_RETRY_SECONDS = 1.0  # after a remote renewal that did not land
 INDEX_RECOVERIES = 3  # index failures in a row that are rebuilt before giving up
 
 
@@ -117,7 +119,7 @@ class Worker:
         if crew is not None and isinstance(ledger, RemoteLedger):
             claiming = Claiming(owner, options.lease, options.job, options.exclude, options.skip_jobs, crew.siblings.slots)
             self.pipeline = Pipeline(ledger, claiming, crew, clock)
-            ledger.on_problem = crew.siblings.report  # the supervisor says why pushes do not land
+            ledger.on_problem = functools.partial(crew.siblings.report, crew.slot)  # the supervisor says why pushes do not land
         self.workdir = workdir
         self.owner = owner
         self.options = options
@@ -144,6 +146,8 @@ class Worker:
         lease, self.next_lease = self.next_lease, None
         if lease is None and self.pipeline is not None:
             lease = self.pipeline.next_lease()
+        elif lease is not None and self.pipeline is not None:
+            self.pipeline.took(lease)  # claimed with the last finish
         elif lease is None:
             lease = self.ledger.claim(
                 self.owner,
@@ -335,12 +339,14 @@ class _Heartbeat:
         now = self.clock()
         try:
             if now - self.renewed >= self.interval:
+                before = self.lease.expires
                 self.lease = self.ledger.renew(self.lease, self.ttl, now)
                 self.renewed = now
-                # A third of what the lease has left now: a remote renewal that did not land leaves the
-                # old deadline, and the next try comes sooner (engine/remote_ledger.py).
-                self.interval = max(min(self.ttl, self.lease.expires - now), MIN_RENEW_SECONDS) / 3
-            elif not self.ledger.held(self.lease, now):
+                # Renewed: a third of the new lease. A remote renewal that did not land (the remote did not
+                # answer) leaves the deadline where it was: tried again in a second (engine/remote_ledger.py).
+                extended = self.lease.expires > before
+                self.interval = max(min(self.ttl, self.lease.expires - now), MIN_RENEW_SECONDS) / 3 if extended else RENEW_RETRY_SECONDS
+            if not self.ledger.held(self.lease, now):  # every tick: the agent stops at the deadline, renewed or not
                 raise LeaseLost("lease no longer held")
         except LeaseLost:
             self.lost = "lease lost"

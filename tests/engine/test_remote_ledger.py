@@ -164,6 +164,23 @@ def test_a_push_the_remote_refuses_for_good_is_said_and_not_retried_as_a_race(cl
     assert heard[-1] == ""  # pushes land again: said so
 
 
+def test_a_stale_lock_on_the_remote_is_said_not_taken_for_a_lost_race(clones: tuple) -> None:
+    """A crashed git left the job ref's lock on the server: every push says "cannot lock ref", as a lost
+    race would, but nobody moved the ref. Said at once, not retried 64 times in silence."""
+    bare, (a, _), job, clock = clones
+    lock = bare / f"{layout.job_ref(job)}.lock"
+    lock.write_text("")
+    heard: list[str] = []
+    a.on_problem = heard.append
+    offers = []
+    offer = a.arbiter.offer
+    a.arbiter.offer = lambda *args, **kw: offers.append(args) or offer(*args, **kw)  # type: ignore[method-assign]
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is None
+    assert len(offers) == 1 and heard and "refused the push" in heard[-1]  # receive-pack: "atomic transaction failed"
+    lock.unlink()
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is not None and heard[-1] == ""
+
+
 def test_claims_for_siblings_go_in_one_push(clones: tuple) -> None:
     bare, (a, _), job, clock = clones
     before = int(git(bare, "rev-list", "--count", layout.job_ref(job)))
