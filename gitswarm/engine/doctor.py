@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput
+from gitswarm.store.gitcli import git_version
 from gitswarm.store.index import INDEX_FORMAT
 from gitswarm.store.oplog import check_tip
 
@@ -18,9 +16,8 @@ def _check(name: str, ok: bool, detail: str) -> dict:
 def diagnose(swarm: Swarm) -> dict:
     """Every check's result; `ok` is true only when all passed."""
     checks = [_check("repository", True, str(swarm.repo.workdir or swarm.repo.common_dir))]
-    git = shutil.which("git")
-    if git:
-        version = subprocess.run([git, "--version"], capture_output=True, text=True).stdout.strip()
+    version = git_version()
+    if version is not None:
         checks.append(_check("git", True, version))
     else:
         checks.append(_check("git", False, "the git CLI is not on PATH (needed for push, pull and worktrees)"))

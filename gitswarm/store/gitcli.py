@@ -10,6 +10,7 @@ The git seam).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,13 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+def git_version() -> str | None:
+    """What `git --version` says of the git CLI on PATH; None when there is none."""
+    if shutil.which("git") is None:
+        return None
+    return git_run(["--version"], Path.cwd()).stdout.decode(errors="replace").strip()
 
 
 def git_run(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
