@@ -21,7 +21,7 @@ from pathlib import Path
 from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
-from gitswarm.engine.config import load_config, worktree_root
+from gitswarm.engine.config import Config, load_config, worktree_root
 from gitswarm.engine.continuation import continuation
 from gitswarm.engine.delegation import Delegation
 from gitswarm.engine.integrity import runs_in_users_tree
@@ -166,8 +166,10 @@ class Worker:
         background = self.pipeline.background if self.pipeline is not None else None
         heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised, background)
         try:
-            ctx = self._context(lease)
-            routed = self._route(lease)
+            # Read once per attempt, and only for an agent's: the packet and the routing both need it.
+            config = Config() if spec.adapter == "shell" else load_config(self.ledger.refs.repo.workdir)
+            ctx = self._context(lease, config)
+            routed = self._route(lease, config)
             adapter = self.registry.get(routed.adapter if routed is not None else spec.adapter)
             ctx = dataclasses.replace(ctx, route=routed)
             auditor = self.registry.get(spec.auditor) if spec.auditor else None
@@ -203,7 +205,7 @@ class Worker:
             self.pipeline.flush()
         return self._finish(lease, outcome)
 
-    def _context(self, lease: Lease) -> RunContext:
+    def _context(self, lease: Lease, config: Config) -> RunContext:
         """Where the task runs and, for an agent, the prompt packet and what it may still spend."""
         ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
         if lease.spec.adapter == "shell":
@@ -212,7 +214,6 @@ class Worker:
         budget = snapshot.job.budget
         left = None if budget is None or budget.max_usd is None else max(budget.max_usd - snapshot.state.spent_usd, 0.0)
         repo = self.ledger.refs.repo
-        config = load_config(repo.workdir)
         recalled = memory_section(repo, self.ledger.refs, snapshot.job, lease.spec, lease.base, config.memory, self.clock())
         skills, chosen = skills_section(repo.workdir, lease.spec, config.skills)
         packet = build_packet(snapshot, lease.spec, repo.read_blob, memory=recalled, skills=skills)
@@ -221,7 +222,7 @@ class Worker:
         sections = continuation(snapshot, task, self.ledger.refs.repo.read_blob) + deliver(self.ledger, lease, snapshot, 0, self.clock())
         return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left, skills=chosen)
 
-    def _route(self, lease: Lease) -> Route | None:
+    def _route(self, lease: Lease, config: Config) -> Route | None:
         """The adapter and model of this attempt, and why (engine/routing.py); None for a shell task.
         After an attempt that failed for a provider reason, `[routing] fallback` may send it elsewhere."""
         if lease.spec.adapter == "shell":
@@ -232,7 +233,6 @@ class Worker:
             runs = reversed(snapshot.task(lease.task).artifacts)
             previous = next((r for a in runs if isinstance(r := snapshot.artifact(a), Run)
                              and r.routing is not None and r.attempt == lease.attempt - 1), None)
-        config = load_config(self.ledger.refs.repo.workdir)
         return route(lease.spec, self.registry, config.routing, previous, self.options.exclude, config.adapters.disabled,
                      config.browser.models)
 
