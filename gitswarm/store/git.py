@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import random
 import time
@@ -77,7 +79,24 @@ class PygitRepo:
         return None if ref is None else str(ref.target)
 
     def cas_ref(self, name: str, new: str, expected: str | None, message: str = "") -> None:
-        """Compare-and-swap; a held lock is waited out briefly, a moved ref raises RefConflict."""
+        """Compare-and-swap; a held lock is waited out briefly, a moved ref raises RefConflict.
+
+        gitswarm's processes take turns on an flock (<git common dir>/gitswarm/refs.lock) for the
+        read, the compare and the write: with libgit2's own check alone, writers in separate processes
+        lost updates under contention (tests/store/test_notes.py's concurrency test).
+        """
+        with self._refs_lock():
+            self._cas_ref(name, new, expected, message)
+
+    @contextlib.contextmanager
+    def _refs_lock(self) -> Iterator[None]:
+        folder = self._common / "gitswarm"
+        folder.mkdir(exist_ok=True)
+        with open(folder / "refs.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, or its process dies
+            yield
+
+    def _cas_ref(self, name: str, new: str, expected: str | None, message: str) -> None:
         target = pygit2.Oid(hex=new)
         deadline = time.monotonic() + _LOCK_WAIT_SECONDS
         delay = 0.0005
