@@ -3,21 +3,13 @@
 Notes live under refs/notes/swarm, in git's own notes layout, so
 `git log --notes=swarm` shows them and `git notes merge -s cat_sort_uniq`
 merges them. libgit2's note writer overwrites the ref, so the notes commit
-is built here and the ref moved by compare-and-swap. The processes of one
-repository also take turns on an flock around each write (as job writers
-take turns on the index's): with the compare-and-swap alone, writers in
-separate processes lost acknowledged lines (tests/store/test_notes.py's
-concurrency test, about one run in seven).
+is built here and the ref moved by compare-and-swap.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import random
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 from gitswarm.model.errors import InternalError, RefConflict
 from gitswarm.store.gitrepo import GitRepo
@@ -53,25 +45,6 @@ def add_note_lines(repo: GitRepo, commit: str, new_lines: list[bytes], who: tupl
     """Add record lines to the note on `commit` in one notes commit (kept sorted and unique), by CAS."""
     if any(b"\n" in line for line in new_lines):
         raise ValueError("a note record must be one line")
-    with _writers_take_turns(repo.common_dir):
-        _add_note_lines(repo, commit, new_lines, who, now)
-
-
-@contextlib.contextmanager
-def _writers_take_turns(common_dir: Path) -> Iterator[None]:
-    """An exclusive flock on <git common dir>/gitswarm/notes.lock while one process writes the notes
-    (a repository with no such directory, the in-memory one of the tests, needs none)."""
-    folder = common_dir / "gitswarm"
-    if not common_dir.is_dir():
-        yield
-        return
-    folder.mkdir(exist_ok=True)
-    with open(folder / "notes.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, or its process dies
-        yield
-
-
-def _add_note_lines(repo: GitRepo, commit: str, new_lines: list[bytes], who: tuple[str, str], now: float) -> None:
     deadline = time.monotonic() + GIVE_UP_SECONDS
     delay = 0.001
     while time.monotonic() < deadline:
