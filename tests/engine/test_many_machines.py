@@ -82,9 +82,15 @@ def machines(tmp_path: Path, daemon: GitDaemon) -> list[Machine]:
     return [Machine(tmp_path, f"m{i}", daemon.url) for i in range(MACHINES)]
 
 
-def submit(machine: Machine, tmp_path: Path, count: int, seconds: float) -> tuple[str, Path]:
+def submit(machine: Machine, tmp_path: Path, count: int, seconds: float, *, wait_for_machines: int = 1) -> tuple[str, Path]:
+    """A job of COUNT tasks that each sleep SECONDS; with WAIT_FOR_MACHINES, a task waits (at most 30 s) until
+    that many machines have started one, so a spread does not depend on how fast each machine's processes start."""
     log = tmp_path / "ran.log"
-    command = f'echo start $T $(basename $(pwd)) >> {log}; sleep {seconds}; echo end $T $(basename $(pwd)) >> {log}'
+    gate = (
+        f"i=0; while [ $(cut -d' ' -f3 {log} | sort -u | wc -l) -lt {wait_for_machines} ] && [ $i -lt 300 ]; "
+        "do sleep 0.1; i=$((i+1)); done; "
+    )
+    command = f'echo start $T $(basename $(pwd)) >> {log}; {gate}sleep {seconds}; echo end $T $(basename $(pwd)) >> {log}'
     tasks = "".join(f'[[tasks]]\nid = "t{i:03d}"\ncommand = "T=t{i:03d}; {command}"\n' for i in range(count))
     spec = tmp_path / "spec.toml"
     spec.write_text(f'goal = "many machines"\n{tasks}')
@@ -125,7 +131,7 @@ def assert_converged(machines: list[Machine], daemon: GitDaemon, job: str) -> No
 
 
 def test_three_machines_run_each_task_once(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
-    job, log = submit(machines[0], tmp_path, 24, 0.2)
+    job, log = submit(machines[0], tmp_path, 24, 0.2, wait_for_machines=2)  # a machine that starts late still gets work
     finish_all([m.work(job) for m in machines])
     ran = events(log)
     starts = Counter(task for kind, task, _ in ran if kind == "start")
