@@ -1,8 +1,7 @@
 """`gitswarm mcp` (serve the pilot's MCP server on stdio), `mcp install` and `mcp uninstall`.
 
-The server itself (gitswarm.pilot.server) needs the optional extra
-`gitswarm[mcp]`; install and uninstall only edit a client's configuration
-and need nothing beyond gitswarm.
+The server is gitswarm.pilot.server; install and uninstall only edit a
+client's configuration.
 """
 
 import sys
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
-mcp_app = typer.Typer(help="The MCP server a live agent drives gitswarm through (needs gitswarm[mcp]).", rich_markup_mode=None)
+mcp_app = typer.Typer(help="The MCP server a live agent drives gitswarm through.", rich_markup_mode=None)
 
 ClientOption = Annotated[str, typer.Option("--client", help="claude-code, codex, gemini, hermes or omp.")]
 ScopeOption = Annotated[str, typer.Option("--scope", help="user (every project) or project (this repository's own file).")]

@@ -14,15 +14,11 @@ from gitswarm.store import reffiles
 
 
 def serve(repo: Path) -> None:
-    """Run the server until the client closes it, or say in one line that the SDK extra is missing."""
+    """Run the server until the client closes it."""
     if reffiles.common_dir(repo.resolve()) is None:
         raise BadInput(f"{repo.resolve()}: not a git repository (run gitswarm mcp inside one, or with -C)")
-    try:
-        from gitswarm.pilot import server  # deferred: the SDK costs ~0.8 s to import; no other command loads it
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types", "pydantic", "anyio"):
-            raise BadInput("gitswarm mcp needs the MCP SDK: pip install 'gitswarm[mcp]'") from None
-        raise
+    from gitswarm.pilot import server  # deferred: the quick `status` and `show` need none of the pilot's modules
+
     if sys.stdin.isatty():  # a person ran it: say what it waits for instead of sitting silent
         print(
             f"gitswarm mcp: serving {repo.resolve()} to an MCP client on stdin/stdout; an agent CLI starts it itself "

@@ -7,6 +7,9 @@ then are the states read from the index.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.store import layout, reffiles
 
 FINISHED = ("succeeded", "failed", "cancelled")
+POLL_SECONDS = 0.1  # how often `wait` reads the job's ref tip
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,43 @@ def changes(before: Seen, after: Seen) -> dict:
     if before.status != after.status:
         out["job"] = {"from": before.status, "to": after.status}
     return out
+
+
+def wait(
+    repo: Path, target: str, timeout: float, until: str, progress: Callable[[int, str], None], cancelled: threading.Event,
+) -> dict:
+    """Block until JOB (or JOB/TASK) changes state (`until` "change") or is finished ("done"), `timeout`
+    passes or the call is cancelled; `progress` hears each change meanwhile. Returns what changed."""
+    job, task, common = resolve(repo, target)
+    first = look(repo, job, task)
+    start = time.monotonic()
+    seen, moved = first, 0
+    while not seen.done:  # a finished job or task changes no more (until a retry: wait again then)
+        left = timeout - (time.monotonic() - start)
+        if left <= 0 or cancelled.wait(min(POLL_SECONDS, left)):
+            break
+        now_tip = tip(common, job)
+        if now_tip is not None and now_tip == seen.tip:
+            continue
+        now = look(repo, job, task)
+        step = changes(seen, now)
+        seen = now
+        if not step["tasks"] and "job" not in step:
+            continue
+        moved += 1
+        progress(moved, progress_line(step))
+        if until == "change":
+            break
+    return {
+        "job": job, "task": task, "status": seen.status, "states": seen.states, "done": seen.done,
+        "timed_out": not (seen.done or (until == "change" and moved)), "changed": changes(first, seen),
+        "waited": round(time.monotonic() - start, 3),
+    }
+
+
+def progress_line(step: dict) -> str:
+    """One change as a line: `delegate: queued -> running; job: queued -> running`."""
+    parts = [f"{t}: {c['from']} -> {c['to']}" for t, c in step["tasks"].items()]
+    if "job" in step:
+        parts.append(f"job: {step['job']['from']} -> {step['job']['to']}")
+    return "; ".join(parts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import gc
 import statistics
 import subprocess
 import sys
@@ -27,9 +27,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from gitswarm.engine.swarm import Swarm
-from gitswarm.pilot import actions, server
+from gitswarm.pilot import actions, watch
 from tests.bench.benchlib import isolate, print_table, scratch_dir
 from tests.pilot.mcpclient import Session
+from tests.pilot.rawclient import RawClient
 
 
 def ms(seconds: float) -> str:
@@ -70,38 +71,6 @@ def big_job(repo: Path, tasks: int) -> str:
         return swarm.submit_text(spec)
     finally:
         swarm.close()
-
-
-class RawClient:
-    """JSON-RPC over the server's stdio with nothing but json: the server's time, not a client library's."""
-
-    def __init__(self, repo: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gitswarm", "mcp"], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self.next_id = 0
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def request(self, method: str, params: dict) -> dict:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.process.stdout is not None
-        while True:
-            answer = json.loads(self.process.stdout.readline())
-            if answer.get("id") == self.next_id:
-                return answer
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(10)
 
 
 def wake_latency(session: Session, repo: Path, job: str, task: str) -> float:
@@ -146,6 +115,10 @@ def main() -> None:
         actions.status(repo, job)
         in_process.append(time.perf_counter() - started)
     raw = RawClient(repo)
+    # The measuring client parses each 500 KB answer: its own collector's full passes over this
+    # process (the SDK and gitswarm imported) would otherwise show up as the server's tail.
+    gc.collect()
+    gc.freeze()
     try:
         through_raw = []
         for _ in range(options.calls):
@@ -172,15 +145,15 @@ def main() -> None:
 
     rows = [
         ("spawn python -c pass", ms(pass_spawn), "", "baseline"),
-        ("spawn + import the MCP SDK", ms(sdk_import), f"{sdk_import / pass_spawn:.1f}x", ""),
-        ("gitswarm mcp: spawn to tools/list (median)", ms(statistics.median(ready)), f"{statistics.median(ready) / sdk_import:.2f}x SDK import", "< 1000 ms"),
+        ("spawn + import the MCP SDK (the server was built on it before)", ms(sdk_import), f"{sdk_import / pass_spawn:.1f}x", ""),
+        ("gitswarm mcp: spawn to tools/list (median)", ms(statistics.median(ready)), f"{statistics.median(ready) / pass_spawn:.1f}x python -c pass", "< 1000 ms"),
         ("gitswarm mcp: spawn to tools/list (max)", ms(max(ready)), "", "< 1000 ms"),
         ("status of 1,000 tasks in-process p50", ms(statistics.median(in_process)), "", "baseline"),
         ("status of 1,000 tasks, server via raw JSON-RPC p50", ms(statistics.median(through_raw)), f"{statistics.median(through_raw) / statistics.median(in_process):.1f}x in-process", "< 20 ms"),
         ("status of 1,000 tasks, server via raw JSON-RPC p99", ms(p(through_raw, 99)), "", "< 60 ms"),
         ("status of 1,000 tasks via the SDK's client p50", ms(statistics.median(through_mcp)), f"{statistics.median(through_mcp) / statistics.median(in_process):.1f}x in-process", ""),
         ("status of 1,000 tasks via the SDK's client p99", ms(p(through_mcp, 99)), "", ""),
-        ("wait: change to return p50", ms(statistics.median(wakes)), f"poll {ms(server.POLL_SECONDS)}", "< 250 ms"),
+        ("wait: change to return p50", ms(statistics.median(wakes)), f"poll {ms(watch.POLL_SECONDS)}", "< 250 ms"),
         ("wait: change to return max", ms(max(wakes)), "", "< 250 ms"),
     ]
     print(f"{options.runs} spawns, {options.calls} status calls, {len(wakes)} waits; one server, one client, this machine")

@@ -4,7 +4,6 @@ on real repositories, with real workers (the scripted agent and shell tasks: no 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -301,13 +300,3 @@ def test_no_result_carries_the_environment(pilot: Session, project: Path) -> Non
     )]
     assert Path(started["worker"]["log"]).is_file()
     assert not any("s3cr3t-value" in text for text in texts)
-
-
-def test_without_the_sdk_gitswarm_mcp_says_how_to_get_it(project: Path, tmp_path: Path) -> None:
-    shadow = tmp_path / "shadow" / "mcp"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "shadow")}
-    done = subprocess.run([sys.executable, "-m", "gitswarm", "mcp"], cwd=project, env=env, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=60)
-    assert done.returncode == 2 and done.stderr.strip().splitlines() == ["gitswarm: gitswarm mcp needs the MCP SDK: pip install 'gitswarm[mcp]'"]
