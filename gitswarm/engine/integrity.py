@@ -12,7 +12,8 @@ worktree, so gitswarm looks at everything it could reach:
 - the git dir's config, hooks, info/, shallow file and object alternates;
 - gitswarm's own files under `<git-common-dir>/gitswarm/` (trust, actor,
   keys, whatever is added there later), except the index and lock files
-  workers write and the worktrees root;
+  workers write, the worktrees root, the error logs and the cache folder
+  (derived data any worker rewrites; nothing read from it is trusted);
 - the files beside the task's worktree under the worktree root (sibling
   worktrees are not watched: other tasks write there).
 
@@ -39,6 +40,7 @@ from gitswarm.model.paths import quote_path
 from gitswarm.store.errorlogs import repo_log_dir
 from gitswarm.store.index import Index
 from gitswarm.store.layout import JOBS_PREFIX, NOTES_REF
+from gitswarm.store.memory_cache import cache_path
 from gitswarm.store.refs import ref_targets
 from gitswarm.store.workspace import status_entries
 from gitswarm.store.worktrees import BRANCH_PREFIX, legacy_root
@@ -244,7 +246,7 @@ def _files(watch: Watch) -> dict[str, Stamp]:
     paths += [p for listed in GIT_DIR_LISTED for p in _listed(common / listed) if p not in unwatched]
     if watch.workdir is not None:
         paths.append(_user_git_dir(watch.workdir, common) / "HEAD")
-    paths += _own_files(common / "gitswarm", {watch.root, legacy_root(common), repo_log_dir(common)})
+    paths += _own_files(common / "gitswarm", {watch.root, legacy_root(common), repo_log_dir(common), cache_path(common).parent})
     paths += _listed(watch.worktree.parent) + _listed(watch.root)
     return {str(path): _stamp(path) for path in paths}
 

@@ -23,6 +23,7 @@ STATE_PATH = "state"
 TASKS_FANS = "tasks."
 ARTIFACTS_FANS = "artifacts."
 BLOBS_FANS = "blobs."
+MEMORY_RECORDS_FANS = "records."  # refs/swarm/memory: records.<id[:2]>/<id> (store/memory.py)
 
 
 BRANCHES_PREFIX = "refs/swarm/branches/"  # an implement task's head, pushed with its finish by `work --remote`

@@ -25,10 +25,11 @@ from gitswarm.model.memory import MemoryOp, MemoryRecord, MemoryState, Replayed,
 from gitswarm.model.memory_checks import check_memory_op
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
 from gitswarm.store.jobs import op_message, parse_op_lines
+from gitswarm.store.layout import MEMORY_RECORDS_FANS as RECORDS_FANS
+from gitswarm.store.memory_cache import RecordCache, cache_path
 
 MEMORY_REF = "refs/swarm/memory"
 STATE_PATH = "state"
-RECORDS_FANS = "records."
 COMMITTER = "gitswarm"
 CAS_ATTEMPTS = 6
 _HEX = frozenset("0123456789abcdef")
@@ -68,6 +69,7 @@ class MemoryLog:
     def __init__(self, repo: GitRepo, actor: Callable[[], str]) -> None:
         self.repo = repo
         self.actor = actor
+        self.cache = RecordCache(cache_path(repo.common_dir))
 
     def read(self, tip: str | None = None) -> Memory:
         tip = tip if tip is not None else self.repo.read_ref(MEMORY_REF)
@@ -79,11 +81,7 @@ class MemoryLog:
         if state_oid is None:
             raise CorruptRecord(f"{where}:{STATE_PATH}: missing")
         state = codec.decode(self.repo.read_blob(state_oid), MemoryState, f"{where}:{STATE_PATH}")
-        records = {}
-        for data in raw_records(self.repo, tip):
-            record = codec.decode(data, MemoryRecord, f"{where}:records")
-            records[record.id] = record
-        return Memory(tip, state, records)
+        return Memory(tip, state, self.cache.records(self.repo, tree, where))
 
     def write(self, make: Callable[[Memory], Sequence[MemoryOp]], now: float) -> tuple[Memory, list[MemoryOp]]:
         """Apply the ops `make` builds on the current memory, commit them and move the ref by CAS;

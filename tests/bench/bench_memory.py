@@ -13,6 +13,7 @@ and shares words with some records.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import subprocess
 import sys
@@ -21,12 +22,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import msgspec
+
 from gitswarm.model import codec
 from gitswarm.model.ids import new_id
 from gitswarm.model.memory import MemoryRecord, MemoryState, keywords
 from gitswarm.model.recall import DAY, Query, rank, select
 from gitswarm.store.git import open_repo
 from gitswarm.store.memory import MEMORY_REF, STATE_PATH, MemoryLog, raw_records, record_path
+from gitswarm.store.memory_cache import cache_path
 from tests.bench.benchlib import isolate, print_table, scratch_dir
 
 WORDS = "cache parser retry lease index merge branch worktree verdict token budget packet schema socket timeout".split()
@@ -46,7 +50,7 @@ def build(n: int) -> tuple[Path, list[MemoryRecord]]:
         body = f"The {picked[2]} in src/{picked[0]}/mod{i % 50}.py must be flushed before the {picked[1]} step."
         paths = (f"src/{picked[0]}/mod{i % 50}.py",)
         records.append(MemoryRecord(
-            id=f"{i:064x}", kind="finding", title=title, body=body, job=new_id(now), task="scan", attempt=1,
+            id=hashlib.sha256(str(i).encode()).hexdigest(), kind="finding", title=title, body=body, job=new_id(now), task="scan", attempt=1,
             commit="a" * 40, paths=paths, keywords=keywords(" ".join([title, body, *paths])), verdict="b" * 64,
             created=now - rng.uniform(0, 120) * DAY,
         ))
@@ -86,15 +90,37 @@ def main() -> None:
         return select(ranked, lambda r: f"- [{r.record.kind}] {r.record.title} ({r.record.paths[0]})\n  {r.record.body}", 4000)
 
     assert selection() == selection()
+    cache = cache_path(repo.common_dir)
     raw = best(args.runs, lambda: raw_records(repo, tip))
-    read = best(args.runs, log.read)
+
+    def cold() -> None:
+        cache.unlink(missing_ok=True)
+        log.read()
+
+    read = best(args.runs, cold)
+    warm = best(args.runs, log.read)
+    one_more = MemoryRecord(**{**msgspec.structs.asdict(records[0]), "id": "f" * 64, "title": "one more"})
+    fresh = repo.commit(
+        repo.update_tree(repo.commit_info(tip).tree, {record_path(one_more.id): repo.write_blob(codec.encode(one_more))}),
+        [tip], "one more\n\n", ("gitswarm", "bench@gitswarm"), now,
+    )
+
+    times: list[float] = []
+    for _ in range(args.runs):
+        log.read(tip)  # the cache holds the tip before
+        started = time.perf_counter()
+        log.read(fresh)
+        times.append((time.perf_counter() - started) * 1000)
+    after_one = min(times)
     chosen = best(args.runs, selection)
     n = f"{args.records:,}"
     print_table(
         ["what", "records", "best ms", ""],
         [
             ["read the record blobs raw (baseline)", n, f"{raw:.1f}", ""],
-            ["read and decode (MemoryLog.read)", n, f"{read:.1f}", ""],
+            ["read and decode, no cache (MemoryLog.read)", n, f"{read:.1f}", f"{read / raw:.2f}x raw"],
+            ["read, cache of this tip", n, f"{warm:.1f}", f"{warm / raw:.3f}x raw"],
+            ["read, cache of the tip before one remember", n, f"{after_one:.1f}", f"{after_one / raw:.3f}x raw"],
             ["select for a packet (rank+select+render)", n, f"{chosen:.1f}", "ok" if chosen < TARGET_MS else f"OVER {TARGET_MS:.0f} ms"],
         ],
     )

@@ -284,6 +284,8 @@ def test_gitswarms_own_concurrent_writes_are_not_violations(project: Path) -> No
     git(project, "update-ref", "refs/gitswarm/shadow/origin/jobs/x", head)
     for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.lock", "merge.lock", "preflight.json", "seal.key"):
         (common / "gitswarm" / name).write_text("written by gitswarm\n")
+    (common / "gitswarm" / "cache").mkdir()
+    (common / "gitswarm" / "cache" / "memory.msgpack").write_bytes(b"the records, decoded by another worker")
     (wt.parent / "sibling").mkdir()
     (wt / "inside.txt").write_text("the agent's own work\n")
     (common / "gitswarm" / "worktrees" / "verify" / "x").mkdir(parents=True)
