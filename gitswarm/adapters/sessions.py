@@ -6,6 +6,10 @@ keep`, the paths it names are copied out of an implement run's home when the
 run reported a session, to `$XDG_STATE_HOME/gitswarm/sessions/<session>/`,
 and copied back into the home of the run that resumes that session. Nothing
 else of the home is kept; a run that resumes nothing gets none of it.
+
+A kept session is a copy of the agent's transcript, not work: one neither
+kept nor resumed for KEEP_DAYS is removed the next time a session is kept
+(a resume marks its session used).
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 from gitswarm.adapters.agentspec import ResumeSpec
 
 SAFE_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # a session id that is safe as a directory name
+KEEP_DAYS = 30
 
 
 def sessions_root() -> Path:
@@ -31,6 +37,7 @@ def keep(resume: ResumeSpec, session: str, home: Path) -> None:
     """Copy the session paths of a finished run's home aside, under the session's id."""
     if not resume.keep or SAFE_SESSION.fullmatch(session) is None or ".." in session:
         return
+    prune(sessions_root(), time.time() - KEEP_DAYS * 86400)
     dest = sessions_root() / session
     for entry in resume.keep:
         source = home / entry
@@ -39,6 +46,8 @@ def keep(resume: ResumeSpec, session: str, home: Path) -> None:
         elif source.is_file():
             (dest / entry).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / entry)
+    if dest.is_dir():
+        os.utime(dest)  # kept now, whether new or updated in place
 
 
 def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
@@ -48,6 +57,7 @@ def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
     kept = sessions_root() / session
     if not kept.is_dir():
         return False
+    os.utime(kept)  # used: kept for KEEP_DAYS more
     for entry in resume.keep:
         source = kept / entry
         if source.is_dir():
@@ -56,3 +66,20 @@ def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
             (home / entry).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, home / entry)
     return True
+
+
+def prune(root: Path, unused_since: float) -> list[str]:
+    """Remove the kept sessions under `root` last kept or resumed before `unused_since`; their ids.
+    Only folders named as session ids are touched, and a symlink is never followed."""
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if SAFE_SESSION.fullmatch(entry.name) is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        if entry.stat(follow_symlinks=False).st_mtime < unused_since:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.name)
+    return sorted(removed)
