@@ -71,7 +71,7 @@ def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
 def prune(root: Path, unused_since: float) -> list[str]:
     """Remove the kept sessions under `root` last kept or resumed before `unused_since`; their ids.
     Only folders named as session ids are touched, and a symlink is never followed."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(root))
     except FileNotFoundError:
