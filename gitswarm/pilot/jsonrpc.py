@@ -22,6 +22,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown resource
+MAX_LINE = 64 * 1024 * 1024  # one message; a job of 10,000 structured tasks is a few MB
 
 Id = int | str
 
@@ -50,8 +51,9 @@ class RpcError(Exception):
 class Peer:
     """The client at the other end of `reader` and `writer`."""
 
-    def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
+    def __init__(self, reader: BinaryIO, writer: BinaryIO, max_line: int = MAX_LINE) -> None:
         self._reader = reader
+        self._max_line = max_line
         self._writer = writer
         self._lock = threading.Lock()
         self._encoder = msgspec.json.Encoder()
@@ -59,7 +61,14 @@ class Peer:
 
     def messages(self) -> Iterator[Incoming]:
         """Each well-formed message until the client closes its end; malformed ones are answered here."""
-        for line in iter(self._reader.readline, b""):
+        while True:
+            line = self._reader.readline(self._max_line + 1)
+            if not line:
+                return
+            if len(line) > self._max_line and not line.endswith(b"\n"):
+                self._skip_rest_of_line()
+                self.fail(None, INVALID_REQUEST, f"a message longer than {self._max_line} bytes")
+                continue
             if not line.strip():
                 continue
             try:
@@ -71,19 +80,27 @@ class Peer:
             if incoming is not None:
                 yield incoming
 
+    def _skip_rest_of_line(self) -> None:
+        while (chunk := self._reader.readline(self._max_line)) and not chunk.endswith(b"\n"):
+            pass
+
     def _incoming(self, message: Any) -> Incoming | None:
+        """The message as a request or notification; None after answering a malformed one (or for a response,
+        which this server, sending no requests, ignores)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             self.fail(None, INVALID_REQUEST, "not a JSON-RPC 2.0 message (batches are not part of MCP)")
             return None
-        if "method" not in message:
-            return None  # a response to a request of ours: this server sends none
-        ident, method, params = message.get("id"), message["method"], message.get("params", {})
-        valid_id = ident is None or (isinstance(ident, (int, str)) and not isinstance(ident, bool))
-        if not isinstance(method, str) or not isinstance(params, dict) or not valid_id:
-            if valid_id and ident is not None:
-                self.fail(ident, INVALID_REQUEST, "method must be a string and params an object")
+        ident, method, params = message.get("id"), message.get("method"), message.get("params", {})
+        valid_id = isinstance(ident, (int, str)) and not isinstance(ident, bool)  # MCP: a string or an integer
+        if method is None and ("result" in message or "error" in message):
             return None
-        return Incoming(method, params, ident)
+        if "id" in message and not valid_id:
+            self.fail(None, INVALID_REQUEST, "an id must be a string or an integer")
+            return None
+        if not isinstance(method, str) or not isinstance(params, dict):
+            self.fail(ident if valid_id else None, INVALID_REQUEST, "a request needs a method (a string); params must be an object")
+            return None
+        return Incoming(method, params, ident if valid_id else None)
 
     def respond(self, ident: Id, result: dict[str, Any]) -> None:
         self._send({"jsonrpc": "2.0", "id": ident, "result": result})

@@ -7,10 +7,12 @@ and serialized each result twice, which missed the start-up and `status`
 targets; the SDK's own client stays in the tests as the conformance check.
 
 Every tool call runs on a thread of its own (a `wait` may block for an
-hour while other calls go on). A call's outcome is a result; an error
-gitswarm raises on purpose, or arguments its schema refuses, a tool error
-carrying one line; anything else, a bug, a tool error naming the log its
-traceback went to. Nothing from the server's environment goes into one.
+hour while other calls go on), at most MAX_RUNNING_CALLS at once. A call's
+outcome is a result; an error gitswarm raises on purpose, or arguments its
+schema refuses, a tool error carrying one line; anything else, a bug, a
+tool error naming the log its traceback went to (for another request, a
+JSON-RPC internal error saying the same). Nothing from the server's
+environment goes into one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,17 @@ from gitswarm import __version__
 from gitswarm.engine.errorlog import record_internal_error
 from gitswarm.model.errors import GitswarmError
 from gitswarm.pilot import actions, tools
-from gitswarm.pilot.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, Id, Incoming, Peer, RpcError
+from gitswarm.pilot.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+    Id,
+    Incoming,
+    Peer,
+    RpcError,
+)
 
 # The handshake revisions of MCP this server speaks, newest first. A client asking for another gets
 # the newest, and decides itself whether it can go on; `server/discover` (the 2026 stateless era) is
@@ -48,8 +60,19 @@ RESOURCE_TEMPLATES = [
     {"uriTemplate": "gitswarm://patches/{patch}/diff", "name": "patch_diff", "description": "A patch's diff.",
      "mimeType": "text/x-diff"},
 ]
+MAX_URI = 1000  # longer than any job or patch URI: refused before an id is looked up (and quoted back)
 SUMMARY_URI = re.compile(r"gitswarm://jobs/([^/]+)/summary")
 DIFF_URI = re.compile(r"gitswarm://patches/([^/]+)/diff")
+
+
+MAX_RUNNING_CALLS = 64  # tools/call running at once; past it a call is refused (-32000), never queued unseen
+SERVER_BUSY = -32000
+
+
+def shown(value: object, limit: int = 100) -> str:
+    """A value the client sent, as an error message may quote it: cut to `limit` characters."""
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Server:
@@ -59,7 +82,8 @@ class Server:
         self.repo = repo
         self.peer = peer
         self.version = PROTOCOL_VERSIONS[0]
-        self._calls: dict[Id, tools.Call] = {}
+        self._calls: dict[Id, tools.Call] = {}  # running tools/call by request id
+        self._unanswered: set[Id] = set()  # calls the client cancelled: they get no answer
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -72,37 +96,45 @@ class Server:
         }
 
     def run(self) -> None:
-        """Answer the client until it closes stdin; then cancel waits and let running calls finish."""
-        for message in self.peer.messages():
-            if not message.is_request:
-                self.notified(message)
-            elif message.method == "tools/call":
-                self.start_call(message)
-            else:
-                self.answer(message)
-        with self._lock:
-            for call in self._calls.values():
-                call.cancelled.set()
-            running = list(self._threads)
-        for thread in running:
-            thread.join()
+        """Answer the client until it closes stdin (or the server is interrupted); then stop the
+        waits, let the other running calls finish, and answer each while the client still reads."""
+        try:
+            for message in self.peer.messages():
+                if not message.is_request:
+                    self.notified(message)
+                elif message.method == "tools/call":
+                    self.start_call(message)
+                else:
+                    self.answer(message)
+        finally:
+            with self._lock:
+                for call in self._calls.values():
+                    call.cancelled.set()  # a wait returns now; other tools never look at it
+                running = list(self._threads)
+            for thread in running:
+                thread.join()
 
     def answer(self, message: Incoming) -> None:
         assert message.id is not None
         method = self._methods.get(message.method)
         if method is None:
-            self.peer.fail(message.id, METHOD_NOT_FOUND, f"method not found: {message.method}")
+            self.peer.fail(message.id, METHOD_NOT_FOUND, f"method not found: {shown(message.method)}")
             return
         try:
             self.peer.respond(message.id, method(message.params))
         except RpcError as exc:
             self.peer.fail(message.id, exc.code, str(exc))
+        except Exception as exc:  # the server's error boundary, as for tools: a bug fails this request, not the session
+            self.peer.fail(message.id, INTERNAL_ERROR, f"internal error in {message.method}: {self._evidence(exc, message.method)}")
 
     def notified(self, message: Incoming) -> None:
         if message.method == "notifications/cancelled":
             ident = message.params.get("requestId")
+            valid = isinstance(ident, (int, str)) and not isinstance(ident, bool)
             with self._lock:
-                call = self._calls.get(ident) if isinstance(ident, (int, str)) else None
+                call = self._calls.get(ident) if valid else None  # type: ignore[arg-type]
+                if call is not None:
+                    self._unanswered.add(ident)  # type: ignore[arg-type]
             if call is not None:
                 call.cancelled.set()
         # notifications/initialized and anything else: nothing to do
@@ -121,10 +153,10 @@ class Server:
 
     def start_call(self, message: Incoming) -> None:
         assert message.id is not None
-        name, arguments = message.params.get("name"), message.params.get("arguments") or {}
+        name, arguments = message.params.get("name"), message.params.get("arguments", {})
         tool = tools.TOOLS.get(name) if isinstance(name, str) else None
         if tool is None:
-            self.peer.fail(message.id, INVALID_PARAMS, f"unknown tool: {name}")
+            self.peer.fail(message.id, INVALID_PARAMS, f"unknown tool: {shown(name)}")
             return
         if not isinstance(arguments, dict):
             self.peer.fail(message.id, INVALID_PARAMS, "tools/call: arguments must be an object")
@@ -134,6 +166,12 @@ class Server:
         call = tools.Call(progress=self._progress(token))
         thread = threading.Thread(target=self._call, args=(message.id, tool, arguments, call), name=f"mcp-{name}")
         with self._lock:
+            if message.id in self._calls:
+                self.peer.fail(message.id, INVALID_REQUEST, f"request id {shown(message.id)} is still in use by a running call")
+                return
+            if len(self._calls) >= MAX_RUNNING_CALLS:
+                self.peer.fail(message.id, SERVER_BUSY, f"{MAX_RUNNING_CALLS} calls are running; try again when one has returned")
+                return
             self._calls[message.id] = call
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
@@ -149,7 +187,9 @@ class Server:
         result = self.call_tool(tool, arguments, call)
         with self._lock:
             self._calls.pop(ident, None)
-        if not call.cancelled.is_set():  # a cancelled request gets no response (MCP: cancellation)
+            cancelled = ident in self._unanswered
+            self._unanswered.discard(ident)
+        if not cancelled:  # a request the client cancelled gets no response (MCP: cancellation)
             self.peer.respond(ident, result)
 
     def call_tool(self, tool: tools.Tool[Any], arguments: dict[str, Any], call: tools.Call) -> dict[str, Any]:
@@ -186,6 +226,8 @@ class Server:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, "resources/read: uri must be a string")
+        if len(uri) > MAX_URI:
+            raise RpcError(RESOURCE_NOT_FOUND, f"no such resource: {shown(uri, 200)}")
         try:
             if match := SUMMARY_URI.fullmatch(uri):
                 return self._contents(uri, "text/markdown", self._summary(match[1]))
@@ -193,7 +235,7 @@ class Server:
                 return self._contents(uri, "text/x-diff", actions.diff(self.repo, match[1])["diff"])
         except GitswarmError as exc:
             raise RpcError(RESOURCE_NOT_FOUND, str(exc)) from None
-        raise RpcError(RESOURCE_NOT_FOUND, f"no such resource: {uri[:200]}")
+        raise RpcError(RESOURCE_NOT_FOUND, f"no such resource: {shown(uri, 200)}")
 
     def _summary(self, job: str) -> str:
         data = actions.show(self.repo, job)

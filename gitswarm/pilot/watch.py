@@ -17,7 +17,8 @@ from pathlib import Path
 from gitswarm.engine.swarm import Swarm
 from gitswarm.store import layout, reffiles
 
-FINISHED = ("succeeded", "failed", "cancelled")
+FINISHED = ("succeeded", "failed", "cancelled")  # a job's end states
+TASK_FINISHED = (*FINISHED, "skipped")
 POLL_SECONDS = 0.1  # how often `wait` reads the job's ref tip
 
 
@@ -33,7 +34,7 @@ class Seen:
     def done(self) -> bool:
         if self.task is None:
             return self.status in FINISHED
-        return self.states.get(self.task) in ("succeeded", "failed", "cancelled", "skipped")
+        return self.states.get(self.task) in TASK_FINISHED
 
 
 def resolve(repo: Path, target: str) -> tuple[str, str | None, Path]:
@@ -45,9 +46,7 @@ def resolve(repo: Path, target: str) -> tuple[str, str | None, Path]:
 
 def tip(common_dir: Path, job: str) -> str | None:
     """The job ref's tip from the ref files; None when they cannot be read that way (then states are read each time)."""
-    name = layout.job_ref(job)
-    found = reffiles.read_refs(common_dir, name)
-    return None if found is None else found.get(name)
+    return reffiles.read_ref(common_dir, layout.job_ref(job))
 
 
 def look(repo: Path, job: str, task: str | None) -> Seen:

@@ -105,6 +105,21 @@ def read_refs(common: Path, prefix: str) -> dict[str, str] | None:
     return found if all(len(oid) in (40, 64) and _HEX.issuperset(oid) for oid in found.values()) else None
 
 
+def read_ref(common: Path, name: str) -> str | None:
+    """The object id of the one ref `name` (e.g. `refs/swarm/jobs/<id>`), loose over packed; None when
+    it does not exist or cannot be read as plain files (reftable, a symbolic ref, an unreadable file)."""
+    if (common / "reftable").exists():
+        return None
+    try:
+        text = (common / name).read_text().strip()
+    except FileNotFoundError:
+        found = read_refs(common, name)  # only a packed one, if any (the prefix is the whole name)
+        text = found.get(name, "") if found is not None else ""
+    except (OSError, UnicodeDecodeError):  # a folder of that name, unreadable, not text
+        return None
+    return text if len(text) in (40, 64) and _HEX.issuperset(text) else None
+
+
 def _loose(common: Path, directory: Path) -> dict[str, str] | None:
     found: dict[str, str] = {}
     try:

@@ -6,6 +6,7 @@ proves it needs neither (only the tests' reference client uses the SDK).
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import register_scripted, swarm_refs
+from gitswarm.pilot import watch
+from gitswarm.pilot.server import MAX_RUNNING_CALLS
+from tests.conftest import git, register_scripted, swarm_refs
 from tests.pilot.rawclient import RawClient
 
 BLOCKED = ("mcp", "mcp_types", "pydantic", "pydantic_core", "anyio")
@@ -138,3 +141,98 @@ def test_closing_stdin_ends_the_server_even_while_a_wait_runs(client: RawClient)
     started = time.monotonic()
     assert client.close(timeout=10) == 0
     assert time.monotonic() - started < 5
+
+
+def read_to_the_end(client: RawClient, timeout: float = 20) -> list[dict]:
+    """Every answer until the server closes stdout (stdin already closed)."""
+    answers = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            message = client.read()
+        except EOFError:
+            return answers
+        if "method" not in message:
+            answers.append(message)
+    raise AssertionError("the server did not close stdout")
+
+
+def test_calls_still_running_when_stdin_closes_are_answered(project: Path, no_sdk: dict[str, str]) -> None:
+    raw = RawClient(project, no_sdk)
+    submitting = raw.ask("tools/call", {"name": "submit_job", "arguments": {
+        "goal": "g", "tasks": [{"id": "a", "command": "true"}], "start": False}})
+    missing = raw.ask("tools/call", {"name": "wait", "arguments": {"target": "0123abcd", "timeout": 30}})
+    assert raw.process.stdin is not None
+    raw.process.stdin.close()
+    answers = {a["id"]: a for a in read_to_the_end(raw)}
+    assert raw.process.wait(10) == 0
+    job = answers[submitting]["result"]["structuredContent"]["id"]
+    assert f"refs/swarm/jobs/{job}" in swarm_refs(project)  # written, and the client was told
+    assert answers[missing]["result"]["isError"]
+
+
+def test_a_wait_running_when_stdin_closes_returns_at_once_and_is_answered(client: RawClient) -> None:
+    job = submit(client)
+    waiting = client.ask("tools/call", {"name": "wait", "arguments": {"target": job, "timeout": 600}})
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert client.process.stdin is not None
+    client.process.stdin.close()
+    (answer,) = read_to_the_end(client)
+    assert answer["id"] == waiting and answer["result"]["structuredContent"]["timed_out"]
+    assert client.process.wait(10) == 0 and time.monotonic() - started < 5
+
+
+def test_an_internal_error_outside_a_tool_fails_that_request_not_the_session(client: RawClient, project: Path) -> None:
+    index = project / ".git" / "gitswarm" / "index.sqlite"
+    index.unlink(missing_ok=True)
+    index.parent.mkdir(exist_ok=True)
+    index.mkdir()  # the index cannot be opened
+    failed = client.request("resources/read", {"uri": "gitswarm://jobs/0123abcd/summary"})["error"]
+    assert failed["code"] == -32603 and "internal error in resources/read" in failed["message"] and "traceback is in" in failed["message"]
+    tool = client.call("show", {"job": "0123abcd"})
+    assert tool["isError"] and "internal error in show" in tool["content"][0]["text"]
+    assert client.request("ping")["result"] == {}
+
+
+def test_an_id_still_in_use_is_refused_and_cancelling_by_a_bool_cancels_nothing(client: RawClient) -> None:
+    job = submit(client)
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait", "arguments": {"target": job, "timeout": 1.5}}})
+    time.sleep(0.2)
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": {}}})
+    refused = client.answer_to(1)
+    assert refused["error"]["code"] == -32600 and "still in use" in refused["error"]["message"]
+    client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": True}})
+    waited = client.answer_to(1)  # the wait itself, answered when its timeout passed
+    assert waited["result"]["structuredContent"]["timed_out"]
+
+
+@pytest.mark.parametrize("arguments", [[], False, 0, "", "x"])
+def test_arguments_that_are_not_an_object_are_invalid_params(client: RawClient, arguments: object) -> None:
+    assert client.request("tools/call", {"name": "status", "arguments": arguments})["error"]["code"] == -32602
+
+
+def test_past_the_running_calls_limit_a_call_is_refused_not_queued(client: RawClient) -> None:
+    job = submit(client)
+    ids = [client.ask("tools/call", {"name": "wait", "arguments": {"target": job, "timeout": 60}}) for _ in range(MAX_RUNNING_CALLS + 1)]
+    busy = client.answer_to(ids[-1])
+    assert busy["error"]["code"] == -32000 and f"{MAX_RUNNING_CALLS} calls are running" in busy["error"]["message"]
+
+
+def test_an_interrupted_server_stops_its_waits_and_exits(client: RawClient) -> None:
+    job = submit(client)
+    client.ask("tools/call", {"name": "wait", "arguments": {"target": job, "timeout": 600}})
+    time.sleep(0.3)
+    started = time.monotonic()
+    client.process.send_signal(signal.SIGINT)
+    assert client.process.wait(10) == 130 and time.monotonic() - started < 5
+
+
+def test_a_long_uri_is_refused_without_being_quoted_back(client: RawClient) -> None:
+    failed = client.request("resources/read", {"uri": "gitswarm://jobs/" + "a" * 100_000 + "/summary"})["error"]
+    assert failed["code"] == -32002 and len(failed["message"]) < 300
+
+
+def test_wait_reads_a_loose_job_refs_tip_from_its_file(client: RawClient, project: Path) -> None:
+    job = submit(client)
+    assert watch.tip(project / ".git", job) == git(project, "rev-parse", f"refs/swarm/jobs/{job}").strip()

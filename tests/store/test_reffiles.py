@@ -52,8 +52,14 @@ def test_refs_loose_and_packed_read_as_pygit2_reads_them(repo: Path) -> None:
     assert reffiles.read_refs(common, layout.JOBS_PREFIX) == pygit2_refs()
     assert cli(repo, "cancel", jobs[0]).code == 0  # a loose ref again, newer than the packed one
     assert reffiles.read_refs(common, layout.JOBS_PREFIX) == pygit2_refs()
+    for job in jobs:  # one ref read alone: loose (jobs[0]) or packed
+        assert reffiles.read_ref(common, layout.job_ref(job)) == pygit2_refs()[layout.job_ref(job)]
+    assert reffiles.read_ref(common, layout.job_ref(jobs[0])[:-1]) is None  # a prefix of a packed name is no ref
+    assert reffiles.read_ref(common, layout.job_ref("0" * 26)) is None
     git(repo, "symbolic-ref", f"{layout.JOBS_PREFIX}alias", f"{layout.JOBS_PREFIX}{jobs[1]}")
     assert reffiles.read_refs(common, layout.JOBS_PREFIX) is None
+    assert reffiles.read_ref(common, f"{layout.JOBS_PREFIX}alias") is None
+    assert reffiles.read_ref(common, "refs/swarm") is None  # a folder
 
 
 def test_a_read_of_a_fresh_index_does_not_open_the_repository(repo: Path) -> None:
