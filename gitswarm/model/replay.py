@@ -34,7 +34,8 @@ class Replayed:
 def replay(ops: list[Op], where: str) -> Replayed:
     """The canonical state of a set of operations: all of them, from nothing, in
     (clock, actor, id) order. An op that does not apply at its turn is skipped; so is
-    a finish whose claim lost (same task and token, same actor). For a clone's own
+    a finish whose claim lost (same task and token, same actor, and no claim of those
+    applied since). For a clone's own
     linear history this is exactly the state its tip records."""
     ordered = sorted(ops, key=lambda op: op.order_key())
     state, applied, skipped = JobState(), 0, 0
@@ -60,6 +61,11 @@ def replay(ops: list[Op], where: str) -> Replayed:
                 lost_claims.add((op.task, op.token, op.actor))
             state, skipped = _seen(state, op), skipped + 1
             continue
+        if isinstance(op, TaskClaimed):
+            # A later claim of the same task with the same token by the same clone (the token came
+            # round again: the claim it lost took none, then a retry requeued the task) holds the
+            # lease now: what follows with that (task, token, actor) is this claim's, and applies.
+            lost_claims.discard((op.task, op.token, op.actor))
         state = change.state
         tasks.update(change.tasks)
         applied += 1

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitswarm.model.errors import CorruptRecord
-from gitswarm.model.ops import Cancelled, JobCreated, LeaseRenewed, Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import Cancelled, JobCreated, LeaseRenewed, Op, Retried, TaskClaimed, TaskFinished
 from gitswarm.model.records import Job, TaskSpec
 from gitswarm.model.replay import replay
 
@@ -64,3 +64,29 @@ def test_a_renewal_of_a_claim_that_lost_is_not_applied(ops: list[Op]) -> None:
     winner = result.tasks["a"]
     assert (winner.owner, winner.lease_expires) == ("w0", 20.0)  # the losing clone's later renewal changed nothing
     assert result.skipped == 2 and result.state.clock == 4
+
+
+def a_token_that_comes_round_again() -> list[Op]:
+    """Clone B claims task a (token 1) and fails it for good; clone A had cancelled a at the same clock,
+    so in the merged order B's claim lost and took no token. B retries a and, after pulling, claims it
+    again: token 1 once more. Found by the convergence state machine (tests/store/test_oplog_convergence.py)."""
+    a, b = ACTORS
+    return [
+        created(),
+        Cancelled(id="1a" + "0" * 24, clock=2, at=2.0, actor=a, task="a"),
+        TaskClaimed(id="1b" + "0" * 24, clock=2, at=2.0, actor=b, task="a", token=1, owner="wb", lease_expires=9.0),
+        TaskFinished(id="2b" + "0" * 24, clock=3, at=3.0, actor=b, task="a", token=1, ok=False, retryable=False),
+        Retried(id="3b" + "0" * 24, clock=4, at=4.0, actor=b, task="a"),
+        TaskClaimed(id="4b" + "0" * 24, clock=5, at=5.0, actor=b, task="a", token=1, owner="wb", lease_expires=30.0),
+        TaskFinished(id="5b" + "0" * 24, clock=6, at=6.0, actor=b, task="a", token=1, ok=False, error="boom", retryable=True),
+    ]
+
+
+@settings(max_examples=30)
+@given(st.permutations(a_token_that_comes_round_again()))
+def test_a_finish_of_a_later_claim_with_the_same_token_applies(ops: list[Op]) -> None:
+    result = replay(list(ops), "job")
+    task = result.tasks["a"]
+    assert task.claims == 1 and task.attempts == 1 and task.owner is None
+    assert task.state.value == "queued" and task.error == "boom"  # the second claim's finish applied: retried, queued
+    assert result.skipped == 2  # the claim that lost to the cancel, and its own finish

@@ -89,6 +89,8 @@ def replay(ops: list[Op]) -> tuple[JobState, dict[str, Task]]:
             if isinstance(op, TaskClaimed):
                 lost.add((op.task, op.token, op.actor))
             continue
+        if isinstance(op, TaskClaimed):
+            lost.discard((op.task, op.token, op.actor))  # the token came round again: this claim holds it
         state = change.state
         tasks.update(change.tasks)
     return state, tasks
