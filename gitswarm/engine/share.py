@@ -198,6 +198,8 @@ def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
         raise CorruptRecord(f"ref name {job_id!r} is not a job id")
     where = layout.job_ref(job_id)
     ours = repo.read_ref(where)
+    if ours is not None and theirs in repo.commit_info(ours).parents:  # what the last pull merged: no walk needed
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
     base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
     if ours == theirs or base == theirs:
         return Plan(job_id, "unchanged", ours, theirs, theirs)
