@@ -7,6 +7,8 @@ unchanged; only its planning function is wrapped, so one server (one port, one
 adapter spec naming it) serves every scenario of a CLI. SCRIPT.json may set:
 
     target, content, final, structured   replace the fake's options of those names
+    write_tool, tool_input               (fake_anthropic) the tool the model calls, and its whole input:
+                                         an MCP tool such as mcp__gitswarm__status
     repair_content                       the content written when the request is a repair
                                          round (gitswarm's "... was rejected ... Fix it" prompt)
     analyze_direct                       true: when the request is an analyze task (gitswarm's
@@ -27,7 +29,7 @@ import uuid
 
 ANALYZE_MARK = "Answer with exactly one JSON object"  # gitswarm/engine/packet.py ANALYZE_ANSWER
 REPAIR_MARK = "Fix it in this worktree."  # gitswarm/engine/delegation.py _repair_prompt
-FIELDS = ("target", "content", "final", "structured")
+FIELDS = ("target", "content", "final", "structured", "write_tool", "tool_input")
 
 
 def main() -> None:

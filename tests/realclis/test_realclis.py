@@ -5,7 +5,9 @@ Per CLI, in order, in one temp repository: preflight; a delegation verified
 and merged; a wrong edit rejected after its repair round; an analyze task
 whose findings reach the summary; the cost and tokens of every run; and the
 isolation of it all (ephemeral HOME, the user's checkout untouched by analyze
-tasks, nothing sent past the loopback).
+tasks, nothing sent past the loopback); `run --remote` against a bare hub; and
+the pilot side: `gitswarm mcp install` for the CLI, and the CLI's own command
+connecting to the server (Claude Code also calling a tool through it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -327,3 +330,61 @@ def test_implement_through_a_remote(lab: Lab) -> None:
         assert git(hub, "rev-parse", f"refs/swarm/branches/{job}/greet").strip() == head
         assert git(hub, "rev-parse", f"refs/swarm/jobs/{job}").strip() == git(lab.repo, "rev-parse", f"refs/swarm/jobs/{job}").strip()
         box.detail = f"claim and finish pushed, head {head[:10]} on the remote, {result.seconds:.0f}s"
+
+
+# How each CLI checks a registered MCP server (their own commands, run as a user would). Codex's `mcp list`
+# shows the registration only; aider has no MCP client; omp has no command that checks a server.
+MCP_CHECKS: dict[str, tuple[str, list[str], tuple[str, ...]]] = {
+    "claude": ("claude-code", ["mcp", "list"], ("gitswarm", "Connected")),
+    "gemini": ("gemini", ["mcp", "list"], ("gitswarm", "Connected")),
+    "hermes": ("hermes", ["mcp", "test", "gitswarm"], ("Connected", "Tools discovered: 16")),
+    "codex": ("codex", ["mcp", "list"], ("gitswarm", "enabled")),
+}
+QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
+         "NO_UPDATE_NOTIFIER": "1", "GEMINI_TELEMETRY_ENABLED": "false"}
+
+
+def client_env(lab: Lab) -> dict[str, str]:
+    """The lab's environment for the CLI run directly (not as gitswarm's adapter): quiet, proxied to the egress logger."""
+    proxy = f"http://127.0.0.1:{lab.egress_port}"
+    return {**lab.env, **QUIET, "HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "NO_PROXY": "127.0.0.1,localhost"}
+
+
+def test_pilot_over_mcp(lab: Lab) -> None:
+    """`gitswarm mcp install` registers the server in the CLI's own config; the CLI's own command connects
+    to it. Claude Code also calls a tool through it, driven by the fake model. Last: it edits the lab's home."""
+    with cell(lab, "pilot (mcp)") as box:
+        if lab.cli.key not in MCP_CHECKS:
+            pytest.skip({"aider": "aider has no MCP client"}.get(lab.cli.key, f"{lab.cli.key} has no command that checks a server"))
+        client, command, expected = MCP_CHECKS[lab.cli.key]
+        installed = lab.gitswarm("mcp", "install", "--client", client)
+        assert installed.code == 0, installed.why()
+        if lab.cli.key == "gemini":  # gemini lists servers of trusted folders only
+            (lab.home / ".gemini").mkdir(exist_ok=True)
+            (lab.home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(lab.repo): "TRUST_FOLDER"}))
+        env = client_env(lab)
+        checked = subprocess.run([lab.binary, *command], cwd=lab.repo, env=env, capture_output=True, text=True, timeout=120)
+        said = checked.stdout + checked.stderr
+        line = next((x.strip() for x in said.splitlines() if expected[0] in x), said.strip()[-200:])
+        assert all(word in said for word in expected), f"{' '.join(command)}: {said.strip()[-300:]}"
+        box.detail = f"{lab.cli.binary} {' '.join(command)}: {line[:120]}"
+        if lab.cli.key == "claude":
+            box.detail += "; " + claude_calls_a_tool(lab, env)
+
+
+def claude_calls_a_tool(lab: Lab, env: dict[str, str]) -> str:
+    """claude -p, the fake model calling mcp__gitswarm__status: the job list reaches the model as the tool's result."""
+    lab.script_model(write_tool="mcp__gitswarm__status", tool_input="{}", final="FAKE_DONE")
+    mark = lab.request_mark()
+    env = {**env, "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{lab.port}", "ANTHROPIC_API_KEY": "dummy",
+           "ENABLE_TOOL_SEARCH": "false"}  # MCP tools offered at once, not behind Claude Code's tool search
+    if os.getuid() == 0:
+        env["IS_SANDBOX"] = "1"  # bypassPermissions is refused as root otherwise (e2e_claude.sh)
+    done = subprocess.run([lab.binary, "-p", "What jobs are there?", "--output-format", "json", "--permission-mode",
+                           "bypassPermissions", "--max-turns", "4"], cwd=lab.repo, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-300:]
+    results = [r for line in Path(lab.requests).read_text().splitlines()[mark:] for r in json.loads(line).get("tool_results") or []]
+    jobs = [json.loads(r) for r in results if r.startswith("{")]
+    assert jobs and "jobs" in jobs[0], results
+    return f"claude -p called mcp__gitswarm__status and got {len(jobs[0]['jobs'])} jobs"
