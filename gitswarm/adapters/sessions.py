@@ -14,10 +14,13 @@ kept nor resumed for KEEP_DAYS is removed the next time a session is kept
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gitswarm.adapters.agentspec import ResumeSpec
@@ -37,17 +40,19 @@ def keep(resume: ResumeSpec, session: str, home: Path) -> None:
     """Copy the session paths of a finished run's home aside, under the session's id."""
     if not resume.keep or SAFE_SESSION.fullmatch(session) is None or ".." in session:
         return
-    prune(sessions_root(), time.time() - KEEP_DAYS * 86400)
+    with contextlib.suppress(OSError):  # tidying up never fails the run that keeps a session
+        prune(sessions_root(), time.time() - KEEP_DAYS * 86400)
     dest = sessions_root() / session
-    for entry in resume.keep:
-        source = home / entry
-        if source.is_dir():
-            shutil.copytree(source, dest / entry, symlinks=True, dirs_exist_ok=True)
-        elif source.is_file():
-            (dest / entry).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / entry)
-    if dest.is_dir():
-        os.utime(dest)  # kept now, whether new or updated in place
+    with _sessions_lock(sessions_root(), exclusive=False):  # no prune meanwhile: it may be an old session kept again
+        for entry in resume.keep:
+            source = home / entry
+            if source.is_dir():
+                shutil.copytree(source, dest / entry, symlinks=True, dirs_exist_ok=True)
+            elif source.is_file():
+                (dest / entry).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, dest / entry)
+        if dest.is_dir():
+            os.utime(dest)  # kept now, whether new or updated in place
 
 
 def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
@@ -57,29 +62,52 @@ def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
     kept = sessions_root() / session
     if not kept.is_dir():
         return False
-    os.utime(kept)  # used: kept for KEEP_DAYS more
-    for entry in resume.keep:
-        source = kept / entry
-        if source.is_dir():
-            shutil.copytree(source, home / entry, symlinks=True, dirs_exist_ok=True)
-        elif source.is_file():
-            (home / entry).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, home / entry)
+    with _sessions_lock(sessions_root(), exclusive=False):  # no prune while it is read
+        if not kept.is_dir():
+            return False
+        os.utime(kept)  # used: kept for KEEP_DAYS more
+        for entry in resume.keep:
+            source = kept / entry
+            if source.is_dir():
+                shutil.copytree(source, home / entry, symlinks=True, dirs_exist_ok=True)
+            elif source.is_file():
+                (home / entry).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, home / entry)
     return True
 
 
 def prune(root: Path, unused_since: float) -> list[str]:
     """Remove the kept sessions under `root` last kept or resumed before `unused_since`; their ids.
-    Only folders named as session ids are touched, and a symlink is never followed."""
+    Only folders named as session ids are touched, and a symlink is never followed. While a session
+    is kept or resumed, or another prune runs, it prunes nothing (the next keep will)."""
     removed: list[str] = []
-    try:
-        entries = list(os.scandir(root))
-    except FileNotFoundError:
+    if not root.is_dir():
         return removed
-    for entry in entries:
-        if SAFE_SESSION.fullmatch(entry.name) is None or not entry.is_dir(follow_symlinks=False):
-            continue
-        if entry.stat(follow_symlinks=False).st_mtime < unused_since:
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(entry.name)
+    try:
+        with _sessions_lock(root, exclusive=True):
+            for entry in os.scandir(root):
+                if SAFE_SESSION.fullmatch(entry.name) is None or not entry.is_dir(follow_symlinks=False):
+                    continue
+                try:
+                    unused = entry.stat(follow_symlinks=False).st_mtime < unused_since
+                except FileNotFoundError:
+                    continue  # removed meanwhile by hand
+                if unused:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed.append(entry.name)
+    except BlockingIOError:
+        return removed
     return sorted(removed)
+
+
+@contextlib.contextmanager
+def _sessions_lock(root: Path, exclusive: bool) -> Iterator[None]:
+    """An flock on `<root>/.lock`: shared while a session is kept or resumed, exclusive (never waited for)
+    while pruning."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -255,10 +255,10 @@ def _own_files(directory: Path, skip: set[Path]) -> list[Path]:
     """Every file under gitswarm's directory but the ones workers write and the worktree roots."""
     found = []
     for top, dirs, names in os.walk(directory):
+        found += [Path(top, d) for d in dirs if os.path.islink(Path(top, d))]  # a skipped folder swapped for a symlink too
         dirs[:] = [d for d in dirs if Path(top, d) not in skip]
         in_top = Path(top) == directory
         found += [Path(top, n) for n in names if not (in_top and any(fnmatch.fnmatchcase(n, p) for p in UNWATCHED_OWN_FILES))]
-        found += [Path(top, d) for d in dirs if os.path.islink(Path(top, d))]
     return found
 
 

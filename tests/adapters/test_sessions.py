@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gitswarm.adapters.agentspec import ResumeSpec
-from gitswarm.adapters.sessions import KEEP_DAYS, keep, prune, restore, sessions_root
+from gitswarm.adapters.sessions import KEEP_DAYS, _sessions_lock, keep, prune, restore, sessions_root
 
 RESUME = ResumeSpec(args=["--resume", "{session}"], keep=[".claude/projects"])
 DAY = 86400.0
@@ -39,7 +39,7 @@ def test_keeping_a_session_removes_those_unused_for_keep_days(state: Path, tmp_p
     age(state / "old-one", KEEP_DAYS + 1)
     age(state / "recent", KEEP_DAYS - 1)
     keep(RESUME, "new", run_home(tmp_path, "new"))
-    assert sorted(p.name for p in state.iterdir()) == ["new", "recent"]
+    assert sorted(p.name for p in state.iterdir() if not p.name.startswith(".")) == ["new", "recent"]
     assert (state / "new" / ".claude" / "projects" / "new.jsonl").read_text() == "the transcript\n"
 
 
@@ -77,3 +77,12 @@ def test_prune_touches_only_session_folders_and_never_follows_a_symlink(state: P
     assert (outside / "work.txt").read_text() == "mine\n" and (state / "linked").is_symlink()
     assert (state / "..hidden").is_dir() and (state / "a-file").is_file()
     assert prune(tmp_path / "never-made", time.time()) == []
+
+
+def test_a_prune_while_a_session_is_resumed_waits_for_the_next_keep(state: Path, tmp_path: Path) -> None:
+    keep(RESUME, "s1", run_home(tmp_path, "s1"))
+    age(state / "s1", KEEP_DAYS + 1)
+    with _sessions_lock(state, exclusive=False):  # a resume (or keep) going on in another worker
+        assert prune(state, time.time() - KEEP_DAYS * DAY) == []
+    assert prune(state, time.time() - KEEP_DAYS * DAY) == ["s1"]
+

@@ -364,3 +364,15 @@ def test_an_error_log_written_meanwhile_is_no_violation(project: Path) -> None:
     path = write_log("Traceback ...\n", project)
     assert path.parent == (common / "gitswarm" / "logs").resolve()
     assert integrity.changes(before, integrity.snapshot(watch, time.time())) == []
+
+
+def test_the_unwatched_cache_folder_swapped_for_a_symlink_is_a_violation(project: Path, tmp_path: Path) -> None:
+    common = project / ".git"
+    wt = common / "gitswarm" / "worktrees" / "01aaaaaaaaaaaaaaaaaaaaaaaa" / "agent"
+    wt.mkdir(parents=True)
+    (common / "gitswarm" / "cache").mkdir()
+    watch = Watch(project, common, wt, common / "gitswarm" / "worktrees")
+    before = integrity.snapshot(watch, time.time())
+    (common / "gitswarm" / "cache").rmdir()
+    (common / "gitswarm" / "cache").symlink_to(tmp_path, target_is_directory=True)
+    assert [c for c in integrity.changes(before, integrity.snapshot(watch, time.time())) if "cache" in c.what]

@@ -15,7 +15,7 @@ from gitswarm.model import codec
 from gitswarm.model.memory import MemoryRecord, MemoryState
 from gitswarm.store.git import PygitRepo, open_repo
 from gitswarm.store.memory import MEMORY_REF, STATE_PATH, MemoryLog, raw_records, record_path
-from gitswarm.store.memory_cache import cache_path
+from gitswarm.store.memory_cache import Cached, cache_path
 
 NOW = 1_700_000_000.0
 
@@ -128,3 +128,51 @@ def test_a_planted_symlink_or_fifo_in_place_of_the_cache_costs_nothing(tmp_path:
         assert MemoryLog(repo, lambda: "me").read().records == decoded_from_blobs(repo, tip)
         assert cache.is_file() and not cache.is_symlink()  # replaced by a rename, never written through
         cache.unlink()
+
+
+def test_a_cached_fan_that_does_not_match_its_tree_is_read_from_the_blobs(tmp_path: Path) -> None:
+    """Right tree ids, wrong records (none, fewer, altered, of a newer format): each fan is read again."""
+    path = make_repo(tmp_path)
+    repo = CountingRepo(path)
+    tip = put(repo, [record(n) for n in range(40)])
+    truth = decoded_from_blobs(repo, tip)
+    cache = cache_path(repo.common_dir)
+    MemoryLog(repo, lambda: "me").read()
+    good = cache.read_bytes()
+    alterations = (
+        lambda rs: rs.clear(),
+        lambda rs: rs.pop(),
+        lambda rs: rs.__setitem__(0, msgspec.structs.replace(rs[0], title="forged")),
+        lambda rs: rs.__setitem__(0, msgspec.structs.replace(rs[0], v=99)),
+    )
+    for alter in alterations:
+        cached = msgspec.msgpack.decode(good, type=Cached)
+        for fan in cached.fans.values():
+            if fan.records:
+                alter(fan.records)
+        cache.write_bytes(msgspec.msgpack.encode(cached))
+        repo.blobs_read = 0
+        assert MemoryLog(repo, lambda: "me").read().records == truth
+        assert repo.blobs_read > 1  # the altered fans' blobs were read again
+        assert MemoryLog(repo, lambda: "me").read().records == truth  # and the file written right again
+
+
+def test_a_cache_folder_swapped_for_a_symlink_is_never_written_through(tmp_path: Path) -> None:
+    repo = open_repo(make_repo(tmp_path))
+    tip = put(repo, [record(n) for n in range(10)])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder = cache_path(repo.common_dir).parent
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.symlink_to(elsewhere, target_is_directory=True)
+    assert MemoryLog(repo, lambda: "me").read().records == decoded_from_blobs(repo, tip)
+    assert list(elsewhere.iterdir()) == [] and folder.is_symlink()
+
+
+def test_a_file_of_many_fans_is_refused_at_once(tmp_path: Path) -> None:
+    repo = open_repo(make_repo(tmp_path))
+    tip = put(repo, [record(n) for n in range(10)])
+    cache = cache_path(repo.common_dir)
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(msgspec.msgpack.encode({"format": 1, "fans": {f"x{n}": ["t", []] for n in range(200_000)}}))
+    assert MemoryLog(repo, lambda: "me").read().records == decoded_from_blobs(repo, tip)
