@@ -44,13 +44,7 @@ def keep(resume: ResumeSpec, session: str, home: Path) -> None:
         prune(sessions_root(), time.time() - KEEP_DAYS * 86400)
     dest = sessions_root() / session
     with _sessions_lock(sessions_root(), exclusive=False):  # no prune meanwhile: it may be an old session kept again
-        for entry in resume.keep:
-            source = home / entry
-            if source.is_dir():
-                shutil.copytree(source, dest / entry, symlinks=True, dirs_exist_ok=True)
-            elif source.is_file():
-                (dest / entry).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, dest / entry)
+        _copy(resume.keep, home, dest)
         if dest.is_dir():
             os.utime(dest)  # kept now, whether new or updated in place
 
@@ -66,14 +60,19 @@ def restore(resume: ResumeSpec, session: str, home: Path) -> bool:
         if not kept.is_dir():
             return False
         os.utime(kept)  # used: kept for KEEP_DAYS more
-        for entry in resume.keep:
-            source = kept / entry
-            if source.is_dir():
-                shutil.copytree(source, home / entry, symlinks=True, dirs_exist_ok=True)
-            elif source.is_file():
-                (home / entry).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, home / entry)
+        _copy(resume.keep, kept, home)
     return True
+
+
+def _copy(entries: list[str], source_root: Path, dest_root: Path) -> None:
+    """Copy each of `entries` (folders whole, symlinks as symlinks) from under `source_root` to under `dest_root`."""
+    for entry in entries:
+        source = source_root / entry
+        if source.is_dir():
+            shutil.copytree(source, dest_root / entry, symlinks=True, dirs_exist_ok=True)
+        elif source.is_file():
+            (dest_root / entry).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest_root / entry)
 
 
 def prune(root: Path, unused_since: float) -> list[str]:
