@@ -6,8 +6,10 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+REDELIVER_SECONDS = 0.01
 
 
 def die_with_parent(parent: int) -> bool:
@@ -28,3 +30,26 @@ def die_with_parent(parent: int) -> bool:
 
 def raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt in this process, which stops it as Ctrl-C does.
+
+    Raised while a finalizer runs (a finished Popen's __del__, called by the
+    collector), the interrupt is swallowed by Python, which prints a traceback
+    and goes on as if no signal came: the signal is sent again a moment
+    later instead, to land outside the finalizer, and nothing is printed.
+    """
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    sys.unraisablehook = _redeliver_interrupt
+
+
+def _redeliver_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        # From a thread, a moment later: sent from here it would be handled here, inside the hook, and
+        # swallowed again. Should it still land too early, this hook sends it once more.
+        resend = threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), signal.SIGTERM))
+        resend.daemon = True
+        resend.start()
+        return
+    sys.__unraisablehook__(unraisable)

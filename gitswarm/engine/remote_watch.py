@@ -17,13 +17,12 @@ import multiprocessing
 import multiprocessing.queues
 import os
 import queue
-import signal
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from gitswarm.engine.arbiter import Arbiter, Backoff, RemoteRefused
-from gitswarm.engine.lifeline import die_with_parent, raise_interrupt
+from gitswarm.engine.lifeline import die_with_parent, stop_on_sigterm
 from gitswarm.engine.remote_ledger import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import GitswarmError
@@ -89,7 +88,7 @@ def watch_main(
     stopped: Any, reports: Any, supervisor: int,
 ) -> None:
     """The body of the watch process: sync, sweep, report, until told to stop or the supervisor is gone."""
-    signal.signal(signal.SIGTERM, raise_interrupt)
+    stop_on_sigterm()
     if not die_with_parent(supervisor):
         return
     swarm = Swarm(path)

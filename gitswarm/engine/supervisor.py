@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gitswarm.engine.arbiter import Arbiter, machine_owner
-from gitswarm.engine.lifeline import die_with_parent, raise_interrupt
+from gitswarm.engine.lifeline import die_with_parent, stop_on_sigterm
 from gitswarm.engine.remote_ledger import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedger
 from gitswarm.engine.remote_watch import RemoteState, RemoteWatch
 from gitswarm.engine.siblings import Crew, Siblings
@@ -93,7 +93,7 @@ def worker_main(
     ones at once instead of after their backoff sleep. `supervisor` is the pid
     of the process that forked this one: the worker does not outlive it.
     """
-    signal.signal(signal.SIGTERM, raise_interrupt)  # first: the parent-death signal must land here
+    stop_on_sigterm()  # first: the parent-death signal must land here
     if supervisor is not None and not die_with_parent(supervisor):
         return  # the supervisor died before we asked to die with it
     supervised = (lambda: True) if supervisor is None else (lambda: os.getppid() == supervisor)
