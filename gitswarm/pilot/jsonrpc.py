@@ -27,6 +27,11 @@ MAX_LINE = 64 * 1024 * 1024  # one message; a job of 10,000 structured tasks is 
 Id = int | str
 
 
+def is_id(value: object) -> bool:
+    """Whether `value` is a request id or a progress token as MCP has them: a string or an integer (not a bool)."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class Incoming:
     """A request (with an id) or a notification (without)."""
@@ -91,7 +96,7 @@ class Peer:
             self.fail(None, INVALID_REQUEST, "not a JSON-RPC 2.0 message (batches are not part of MCP)")
             return None
         ident, method, params = message.get("id"), message.get("method"), message.get("params", {})
-        valid_id = isinstance(ident, (int, str)) and not isinstance(ident, bool)  # MCP: a string or an integer
+        valid_id = is_id(ident)
         if method is None and ("result" in message or "error" in message):
             return None
         if "id" in message and not valid_id:

@@ -41,6 +41,7 @@ from gitswarm.pilot.jsonrpc import (
     Incoming,
     Peer,
     RpcError,
+    is_id,
 )
 
 # The handshake revisions of MCP this server speaks, newest first. A client asking for another gets
@@ -83,7 +84,6 @@ class Server:
         self.peer = peer
         self.version = PROTOCOL_VERSIONS[0]
         self._calls: dict[Id, tools.Call] = {}  # running tools/call by request id
-        self._unanswered: set[Id] = set()  # calls the client cancelled: they get no answer
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -130,12 +130,10 @@ class Server:
     def notified(self, message: Incoming) -> None:
         if message.method == "notifications/cancelled":
             ident = message.params.get("requestId")
-            valid = isinstance(ident, (int, str)) and not isinstance(ident, bool)
             with self._lock:
-                call = self._calls.get(ident) if valid else None  # type: ignore[arg-type]
-                if call is not None:
-                    self._unanswered.add(ident)  # type: ignore[arg-type]
+                call = self._calls.get(ident) if is_id(ident) else None  # type: ignore[arg-type]
             if call is not None:
+                call.unanswered = True  # set before the stop, which the call's thread waits on
                 call.cancelled.set()
         # notifications/initialized and anything else: nothing to do
 
@@ -177,7 +175,7 @@ class Server:
         thread.start()
 
     def _progress(self, token: object) -> Callable[[int, str], None]:
-        if not isinstance(token, (int, str)) or isinstance(token, bool):
+        if not is_id(token):
             return lambda done, message: None
         return lambda done, message: self.peer.notify(
             "notifications/progress", {"progressToken": token, "progress": done, "message": message}
@@ -187,9 +185,7 @@ class Server:
         result = self.call_tool(tool, arguments, call)
         with self._lock:
             self._calls.pop(ident, None)
-            cancelled = ident in self._unanswered
-            self._unanswered.discard(ident)
-        if not cancelled:  # a request the client cancelled gets no response (MCP: cancellation)
+        if not call.unanswered:  # a request the client cancelled gets no response (MCP: cancellation)
             self.peer.respond(ident, result)
 
     def call_tool(self, tool: tools.Tool[Any], arguments: dict[str, Any], call: tools.Call) -> dict[str, Any]:

@@ -37,10 +37,12 @@ Workers = Annotated[int, Meta(ge=1, le=64, description="Worker processes to star
 
 @dataclass
 class Call:
-    """What a running tool may use besides its arguments: progress to report, and whether it was cancelled."""
+    """What a running tool may use besides its arguments: progress to report, and whether to stop (a
+    `wait` returns). `unanswered`: the client cancelled the call, so its result is not sent."""
 
     progress: Callable[[int, str], None] = lambda done, message: None
     cancelled: threading.Event = field(default_factory=threading.Event)
+    unanswered: bool = False
 
 
 class Arguments(msgspec.Struct, kw_only=True):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import random
 import time
@@ -16,6 +14,7 @@ import pygit2
 
 from gitswarm.model.errors import CorruptRecord, NotARepository, RefConflict
 from gitswarm.store.gitrepo import CommitInfo
+from gitswarm.store.locks import held
 
 _TREE = pygit2.enums.FileMode.TREE
 _BLOB = pygit2.enums.FileMode.BLOB
@@ -85,16 +84,8 @@ class PygitRepo:
         read, the compare and the write: with libgit2's own check alone, writers in separate processes
         lost updates under contention (tests/store/test_notes.py's concurrency test).
         """
-        with self._refs_lock():
+        with held(self._common / "gitswarm" / "refs.lock"):
             self._cas_ref(name, new, expected, message)
-
-    @contextlib.contextmanager
-    def _refs_lock(self) -> Iterator[None]:
-        folder = self._common / "gitswarm"
-        folder.mkdir(exist_ok=True)
-        with open(folder / "refs.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, or its process dies
-            yield
 
     def _cas_ref(self, name: str, new: str, expected: str | None, message: str) -> None:
         target = pygit2.Oid(hex=new)
