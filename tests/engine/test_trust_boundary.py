@@ -444,3 +444,28 @@ def test_a_forged_steer_is_refused(victim: Path, evil: Path, text: str, why: str
 
     job = forge_job(evil, mutate)
     assert_refused(victim, job, why)
+
+
+def test_after_a_merge_the_pulled_tip_again_is_unchanged_and_a_forgery_on_it_is_still_refused(victim: Path, evil: Path) -> None:
+    """pull's fast path (a pulled tip that is a parent of the local one is unchanged) skips no check: the
+    same tip again is taken as nothing new, and a hand-forged commit on top of it goes through the intake."""
+    job = submit(victim, 'id = "a"\ncommand = "true"', 'id = "b"\ncommand = "true"')
+    ok(cli(victim, "push"))
+    ok(pull(evil))
+    ok(cli(evil, "approve", job))
+    ok(cli(evil, "cancel", f"{job}/a"))
+    ok(cli(evil, "push"))
+    ok(cli(victim, "cancel", f"{job}/b"))
+    assert ok(pull(victim)).json()["merged"] == [job]
+    ref = f"refs/swarm/jobs/{job}"
+    theirs = rev(evil, ref)
+    assert theirs in git(victim, "rev-list", "--parents", "-n", "1", ref).split()[1:]  # the merge's parent
+    merged = rev(victim, ref)
+    assert ok(pull(victim)).json()["unchanged"] == [job] and rev(victim, ref) == merged
+
+    renewed = {"op": "renewed", "v": 1, "id": new_id(), "clock": 99, "at": 1.0e9, "actor": new_id(), "task": "b",
+               "token": 1, "lease_expires": -1.0}
+    forged = forge_history(evil, [*history_ops(evil, theirs), [renewed]], onto=theirs)
+    push(evil, f"{forged}:{ref}")
+    assert_refused(victim, job, "lease_expires")
+    assert rev(victim, ref) == merged
