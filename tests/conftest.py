@@ -44,6 +44,8 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.delenv("GIT_DIR", raising=False)
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)
     monkeypatch.delenv("GITSWARM_WORKTREE_ROOT", raising=False)
+    for sized in ("COLUMNS", "LINES"):  # pytest-xdist's workers set them; output width is each test's own choice
+        monkeypatch.delenv(sized, raising=False)
     return home
 
 
@@ -141,6 +143,49 @@ def swarm_note(repo: Path, commit: str) -> list[dict]:
     (The note keeps its lines sorted as text, so they are put back in time order here.)"""
     lines = [n for n in swarm_note_lines(repo, commit) if n.get("kind") == "verdict"]
     return sorted(lines, key=lambda n: n["created"])
+
+
+# -- remotes and clones ----------------------------------------------------------------------------
+
+
+def bare_remote(root: Path, name: str = "remote.git") -> Path:
+    """An empty bare repository under ROOT, to push to and pull from."""
+    path = root / name
+    git(root, "init", "-q", "--bare", str(path))
+    return path
+
+
+def seeded_remote(root: Path, files: dict[str, str] | None = None, name: str = "remote.git") -> Path:
+    """A bare remote whose main has one commit of FILES (by default a README), made in ROOT/seed."""
+    seed = root / "seed"
+    seed.mkdir()
+    git(seed, "init", "-q")
+    for rel, text in (files or {"README.md": "hello\n"}).items():
+        (seed / rel).write_text(text)
+        git(seed, "add", rel)
+    git(seed, "commit", "-qm", "initial")
+    path = root / name
+    git(root, "clone", "-q", "--bare", str(seed), str(path))
+    return path
+
+
+def clone_of(root: Path, name: str, remote: Path) -> Path:
+    """`git clone REMOTE ROOT/NAME`: a clone sharing the remote's history, `origin` pointing at it."""
+    path = root / name
+    git(root, "clone", "-q", str(remote), str(path))
+    return path
+
+
+def clone_with_own_history(root: Path, name: str, remote: Path, readme: str | None = None) -> Path:
+    """A repository with one commit of its own (README.md: README, by default NAME) and `origin` at REMOTE."""
+    path = root / name
+    path.mkdir()
+    git(path, "init", "-q")
+    (path / "README.md").write_text(readme if readme is not None else f"{name}\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-qm", f"initial {name}")
+    git(path, "remote", "add", "origin", str(remote))
+    return path
 
 
 def register_scripted(repo: Path) -> Path:

@@ -19,7 +19,7 @@ from gitswarm.adapters.pricing import PriceTable, run_cost
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.report import AgentReport, read_report
 from gitswarm.adapters.sessions import keep, restore
-from gitswarm.model.answers import answer_artifacts, answer_schema, parse_answer, schema_text
+from gitswarm.model.analyze_answer import answer_artifacts, answer_schema, parse_answer, schema_text
 from gitswarm.model.artifacts import Run
 from gitswarm.model.browser import is_browser
 from gitswarm.model.records import TaskSpec

@@ -18,7 +18,7 @@ adapters_app = group("Agent adapters: list them, check them.")
 @adapters_app.command("list")
 def adapters_list(ctx: typer.Context) -> None:
     """Every adapter: where its spec comes from, its capabilities, whether its executable is found, its version."""
-    from gitswarm.engine.adapters import list_adapters  # deferred: runs each CLI's --version
+    from gitswarm.engine.routing.adapter_checks import list_adapters  # deferred: runs each CLI's --version
 
     c = _ctx(ctx)
     data = list_adapters(c.swarm(), os.environ)
@@ -37,7 +37,7 @@ def adapters_check(
     name: Annotated[str | None, typer.Argument(help="One adapter; default: every adapter whose executable is found.")] = None,
 ) -> None:
     """Prove the executable runs and accepts every flag its spec uses; exit 1 if one does not."""
-    from gitswarm.engine.adapters import check_adapters  # deferred: runs each CLI
+    from gitswarm.engine.routing.adapter_checks import check_adapters  # deferred: runs each CLI
 
     c = _ctx(ctx)
     data = check_adapters(c.swarm(), os.environ, name)

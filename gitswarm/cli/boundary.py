@@ -1,7 +1,7 @@
 """The one place errors become exit codes and one line on stderr.
 
 An internal error (exit 3) also leaves its full traceback in a log file, and a
-second line names it: engine/errorlog.py, store/errorlogs.py.
+second line names it: engine/upkeep/errorlog.py, store/errorlogs.py.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def guarded(call: Callable[[], Any], argv: Sequence[str] = ()) -> int:
 
 def _leave_evidence(exc: BaseException, argv: Sequence[str]) -> None:
     """Write the traceback of an internal error to a log file, and name the file on stderr."""
-    from gitswarm.engine.errorlog import record_internal_error  # deferred: only an internal error needs it
+    from gitswarm.engine.upkeep.errorlog import record_internal_error  # deferred: only an internal error needs it
 
     try:
         path = record_internal_error(exc, list(argv))

@@ -17,7 +17,7 @@ def cost(
     since: Annotated[str | None, typer.Option("--since", help="Only runs since then: an age (12h, 7d) or a date (2026-11-30).")] = None,
 ) -> None:
     """Spending of agent runs: tokens and USD, by adapter, model, tier and job; runs of unknown cost apart."""
-    from gitswarm.engine.cost import spending  # deferred: see the note in app.py
+    from gitswarm.engine.routing.cost import spending  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     c.output.result(spending(c.swarm(create=False), since), cost_text)

@@ -24,7 +24,7 @@ def follow_up(
     lease: Annotated[float, typer.Option("--lease", help="Lease length in seconds; renewed every third of it.")] = DEFAULT_LEASE_SECONDS,
 ) -> None:
     """Continue a finished delegation on its branch: a new attempt from its last patch, verified again; exit 0 iff it succeeded."""
-    from gitswarm.engine.followup import run_follow_up  # deferred: see the note in app.py
+    from gitswarm.engine.jobs.followup import run_follow_up  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     options = _work_options(1, lease, DEFAULT_OUTPUT_CAP)
@@ -49,7 +49,7 @@ def steer(
     text: Annotated[str, typer.Argument(help="The guidance.")],
 ) -> None:
     """Record guidance, delivered once at the task's next safe point (log shows when and to which attempt)."""
-    from gitswarm.engine.steering import steer as record  # deferred: see the note in app.py
+    from gitswarm.engine.jobs.steering import steer as record  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     data = record(c.swarm(), target, text)

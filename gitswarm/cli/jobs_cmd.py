@@ -33,7 +33,7 @@ def submit(
     c = _ctx(ctx)
     swarm = c.swarm()
     if remote is not None:
-        from gitswarm.engine.arbiter import Arbiter  # deferred: only --remote needs the transport
+        from gitswarm.engine.machines.arbiter import Arbiter  # deferred: only --remote needs the transport
 
         arbiter = Arbiter(swarm, remote)  # an unknown remote is bad input before the job is made
     job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
@@ -58,7 +58,9 @@ def status(
     """List jobs, or one job's tasks (HELD BY: the machine and worker running each task)."""
     c = _ctx(ctx)
     if remote is not None:
-        from gitswarm.engine.arbiter import Arbiter  # deferred: status without --remote stays on the quick path
+        from gitswarm.engine.machines.arbiter import (
+            Arbiter,  # deferred: status without --remote stays on the quick path
+        )
 
         Arbiter(c.swarm(), remote).sync()
     reads.status(c, job, include_all)

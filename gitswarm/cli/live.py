@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gitswarm.cli.escape import escape
+from gitswarm.model.records import TERMINAL
 
 RECENT = 8
 STATE_STYLES = {
@@ -58,7 +59,7 @@ class LiveView:
                 self.running[key] = time.monotonic()
             else:
                 self.running.pop(key, None)
-            if event["state"] in ("succeeded", "failed", "cancelled", "skipped") or event.get("error"):
+            if event["state"] in TERMINAL or event.get("error"):
                 detail = f": {escape(event['error'])}" if event.get("error") else ""
                 outcome = (f"{escape(event['task'])} {escape(event['state'])}", STATE_STYLES.get(event["state"], ""))
                 self.recent.append(Text.assemble(outcome, detail))

@@ -32,7 +32,7 @@ def _push_needs_no_check() -> bool:
     verified. What git gave on stdin is kept for the full hook otherwise."""
     from pathlib import Path  # deferred, as the line below: --version does without them (~5 ms)
 
-    from gitswarm.engine.push_gate import nothing_to_check  # deferred: stdlib only, but only this path needs it
+    from gitswarm.engine.sharing.push_gate import nothing_to_check  # deferred: stdlib only, but only this path needs it
 
     pushed = sys.stdin.read()
     sys.stdin = io.StringIO(pushed)

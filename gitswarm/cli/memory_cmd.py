@@ -41,7 +41,7 @@ def _show_text(d: dict) -> str:
 @memory_app.command("list")
 def memory_list(ctx: typer.Context) -> None:
     """Every memory record, newest first, and whether it counts here."""
-    from gitswarm.engine import memory  # deferred: see the note in app.py
+    from gitswarm.engine.knowledge import memory  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     c.output.result(memory.memory_list(c.swarm()), _list_text)
@@ -50,7 +50,7 @@ def memory_list(ctx: typer.Context) -> None:
 @memory_app.command("show")
 def memory_show(ctx: typer.Context, record: RecordArg) -> None:
     """One record whole: its provenance, whether it counts here, its paths changed since."""
-    from gitswarm.engine import memory  # deferred: see the note in app.py
+    from gitswarm.engine.knowledge import memory  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     c.output.result(memory.memory_show(c.swarm(), record), _show_text)
@@ -63,7 +63,7 @@ def memory_forget(
     reason: Annotated[str | None, typer.Option("--reason", help="Why (kept in the memory's history).")] = None,
 ) -> None:
     """Forget a record: later packets leave it out (the history keeps the forget)."""
-    from gitswarm.engine import memory  # deferred: see the note in app.py
+    from gitswarm.engine.knowledge import memory  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     data = memory.forget(c.swarm(), record, reason)
@@ -75,7 +75,7 @@ def remember(
     artifact: Annotated[str, typer.Argument(metavar="ARTIFACT", help="A finding, decision or patch artifact id (prefix).")],
 ) -> None:
     """Promote an accepted finding, decision or patch to memory; exit 1 unless a counted verdict accepted it."""
-    from gitswarm.engine import memory  # deferred: see the note in app.py
+    from gitswarm.engine.knowledge import memory  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     data = memory.remember(c.swarm(), artifact)

@@ -19,7 +19,7 @@ PatchArg = Annotated[str, typer.Argument(metavar="PATCH", help="Patch artifact i
 
 def diff(ctx: typer.Context, patch: PatchArg) -> None:
     """Print a patch's diff (binary-safe, applies with git apply)."""
-    from gitswarm.engine import patches  # deferred: see the note at the imports
+    from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     data = patches.patch_diff(c.swarm(create=False), patch)
@@ -29,8 +29,8 @@ def diff(ctx: typer.Context, patch: PatchArg) -> None:
 
 def verify(ctx: typer.Context, patch: PatchArg) -> None:
     """Re-run a patch's verification now, on a clean checkout; exit 0 iff accepted."""
-    from gitswarm.engine import patches  # deferred: see the note at the imports
-    from gitswarm.engine.check_report import with_tails
+    from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
+    from gitswarm.engine.delegation.check_view import with_tails
 
     c = _ctx(ctx)
     swarm = c.swarm()
@@ -54,7 +54,7 @@ def merge(
     if squash + rebase + merge_commit > 1:
         raise BadInput("choose one of --squash, --rebase, --merge")
     mode: Literal["merge", "squash", "rebase"] = "squash" if squash else "rebase" if rebase else "merge"
-    from gitswarm.engine import patches  # deferred: see the note at the imports
+    from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     data = patches.merge(c.swarm(), patch, into, mode, no_recheck, repair)
@@ -64,7 +64,7 @@ def merge(
 @worktrees_app.command("list")
 def worktrees_list(ctx: typer.Context) -> None:
     """gitswarm's worktrees: branch, task state, clean or not."""
-    from gitswarm.engine import patches  # deferred: see the note at the imports
+    from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     c.output.result(
@@ -78,7 +78,7 @@ def worktrees_list(ctx: typer.Context) -> None:
 @worktrees_app.command("gc")
 def worktrees_gc(ctx: typer.Context) -> None:
     """Remove clean worktrees whose branch was merged or whose task was cancelled."""
-    from gitswarm.engine import patches  # deferred: see the note at the imports
+    from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     c.output.result(
@@ -94,7 +94,7 @@ def worktrees_discard(
     force: Annotated[bool, typer.Option("--force", help="Also when its worktree holds uncommitted work (it is lost).")] = False,
 ) -> None:
     """Remove a finished, unmerged task's worktree and its branch swarm/JOB/TASK (exit 2 if it may run, was merged, or is dirty)."""
-    from gitswarm.engine import discard  # deferred: see the note at the imports
+    from gitswarm.engine.delegation import discard  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     c.output.result(

@@ -22,7 +22,7 @@ def audit(
     adapter: Annotated[str | None, typer.Option("--adapter", help="An auditor adapter; default: [audit] auditor.")] = None,
 ) -> None:
     """Run the checks (and auditor) on a clean checkout of REV and note the verdict on it; exit 0 iff accepted."""
-    from gitswarm.engine.audit import audit as run_audit  # deferred: see the note in app.py
+    from gitswarm.engine.sharing.audit import audit as run_audit  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     data = run_audit(c.swarm(), rev, check, adapter)
@@ -42,7 +42,7 @@ def review(
     note: Annotated[str | None, typer.Option("--note", help="Why.")] = None,
 ) -> None:
     """Add your verdict on a patch's head, a finding or decision (noted on its job's base), or a commit."""
-    from gitswarm.engine.audit import review as add_review  # deferred: see the note in app.py
+    from gitswarm.engine.sharing.audit import review as add_review  # deferred: see the note in app.py
 
     if accept == reject:
         raise BadInput("review: give exactly one of --accept or --reject")
@@ -54,7 +54,7 @@ def review(
 @hooks_app.command("install")
 def hooks_install(ctx: typer.Context) -> None:
     """Install the post-commit and pre-push shims (existing hooks keep running first)."""
-    from gitswarm.engine import hooks  # deferred: see the note in app.py
+    from gitswarm.engine.sharing import hooks  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     data = hooks.install(c.swarm())
@@ -66,7 +66,7 @@ def hooks_install(ctx: typer.Context) -> None:
 @hooks_app.command("uninstall")
 def hooks_uninstall(ctx: typer.Context) -> None:
     """Remove the shims and put back the hooks that were there before."""
-    from gitswarm.engine import hooks  # deferred: see the note in app.py
+    from gitswarm.engine.sharing import hooks  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     c.output.result(hooks.uninstall(c.swarm()), _hooks_text)
@@ -79,13 +79,13 @@ def hooks_run(
     args: Annotated[list[str] | None, typer.Argument(help="What git passed the hook.")] = None,
 ) -> None:
     """What the shims call."""
-    from gitswarm.engine import hooks  # deferred: see the note in app.py
+    from gitswarm.engine.sharing import hooks  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     swarm = c.swarm()
     if hook == "post-commit":
-        from gitswarm.engine import run as run_engine  # deferred: the pre-push path must not pay for workers
-        from gitswarm.engine.supervisor import WorkOptions
+        from gitswarm.engine.jobs import run as run_engine  # deferred: the pre-push path must not pay for workers
+        from gitswarm.engine.jobs.supervisor import WorkOptions
 
         commit, branch = (list(args or ()) + [None, None])[:2]
         job = hooks.post_commit(swarm, commit, branch or "")

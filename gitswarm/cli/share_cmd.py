@@ -6,7 +6,7 @@ import typer
 
 from gitswarm.cli.context import _ctx
 from gitswarm.cli.options import JobArg
-from gitswarm.engine.approval import approve as approve_job
+from gitswarm.engine.sharing.approval import approve as approve_job
 from gitswarm.model.errors import EXIT_FAILED
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
@@ -25,7 +25,7 @@ def _pull_text(d: dict) -> str:
 
 def pull(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
     """Fetch swarm state into a shadow namespace, then adopt, fast-forward or merge each job; exit 1 if any was invalid."""
-    from gitswarm.engine import share  # deferred: see the note in app.py
+    from gitswarm.engine.sharing import share  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     report = share.pull(c.swarm(), remote).view()
@@ -36,7 +36,7 @@ def pull(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
 
 def push(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
     """Push refs/swarm/* and the verdict notes, never forced; if the remote moved, pull, merge and retry."""
-    from gitswarm.engine import share  # deferred: see the note in app.py
+    from gitswarm.engine.sharing import share  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     data = share.push(c.swarm(), remote)
@@ -45,7 +45,7 @@ def push(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
 
 def sync(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
     """pull, then push."""
-    from gitswarm.engine import share  # deferred: see the note in app.py
+    from gitswarm.engine.sharing import share  # deferred: see the note in app.py
 
     c = _ctx(ctx)
     swarm = c.swarm()

@@ -23,7 +23,7 @@ def index_rebuild(ctx: typer.Context) -> None:
 
 def doctor(ctx: typer.Context) -> None:
     """Check the repository, the index and every job's records."""
-    from gitswarm.engine.doctor import diagnose  # deferred: only this command needs it
+    from gitswarm.engine.upkeep.doctor import diagnose  # deferred: only this command needs it
 
     c = _ctx(ctx)
     data = diagnose(c.swarm())
@@ -34,7 +34,7 @@ def doctor(ctx: typer.Context) -> None:
 
 def demo(ctx: typer.Context) -> None:
     """Run a small job of shell tasks in a throwaway repository and print its summary."""
-    from gitswarm.engine import demo as demo_engine  # deferred: workers and a scratch repository
+    from gitswarm.engine.upkeep import demo as demo_engine  # deferred: workers and a scratch repository
 
     c = _ctx(ctx)
     with progress_sink(c.output.json_mode) as sink:

@@ -22,7 +22,7 @@ from gitswarm.model.limits import (
 )
 
 if TYPE_CHECKING:
-    from gitswarm.engine.supervisor import WorkOptions
+    from gitswarm.engine.jobs.supervisor import WorkOptions
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 # The engine modules these commands run (multiprocessing, worktrees, ...) are imported
@@ -42,8 +42,8 @@ def _work_options(
     jobs: int, lease: float, output_cap: int, job: str | None = None, until_idle: bool = False,
     remote: str | None = None, clock_skew: float = DEFAULT_SKEW,
 ) -> "WorkOptions":
-    from gitswarm.engine.supervisor import WorkOptions  # deferred: see the note at the imports
-    from gitswarm.engine.worker import WorkerOptions
+    from gitswarm.engine.jobs.supervisor import WorkOptions  # deferred: see the note at the imports
+    from gitswarm.engine.jobs.worker import WorkerOptions
 
     _check_work_limits(jobs, lease, output_cap, clock_skew)
     return WorkOptions(
@@ -82,7 +82,7 @@ def run(
     clock_skew: SkewOption = DEFAULT_SKEW,
 ) -> None:
     """Submit a job, work it to the end, print its summary; exit 0 iff every task succeeded."""
-    from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
+    from gitswarm.engine.jobs import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     options = _work_options(jobs, lease, output_cap, remote=remote, clock_skew=clock_skew)
@@ -113,7 +113,7 @@ def work(
     clock_skew: SkewOption = DEFAULT_SKEW,
 ) -> None:
     """Run workers on queued tasks (until the job is done, or with --until-idle the queue; else until Ctrl-C)."""
-    from gitswarm.engine import run as run_engine  # deferred: see the note at the imports
+    from gitswarm.engine.jobs import run as run_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     _check_work_limits(jobs, lease, output_cap, clock_skew)
@@ -145,7 +145,7 @@ def delegate(
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
 ) -> None:
     """Hand one change to an agent in its own branch and worktree; exit 0 iff the patch was verified."""
-    from gitswarm.engine import delegate as delegate_engine  # deferred: see the note at the imports
+    from gitswarm.engine.jobs import delegate as delegate_engine  # deferred: see the note at the imports
 
     c = _ctx(ctx)
     options = _work_options(1, lease, DEFAULT_OUTPUT_CAP)

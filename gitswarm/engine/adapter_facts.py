@@ -11,8 +11,7 @@ from pathlib import Path
 
 from gitswarm.adapters.names import adapter_names, spec_dirs
 from gitswarm.adapters.registry import repo_registry
-from gitswarm.engine.config import load_config
-from gitswarm.engine.skills import skill_dirs
+from gitswarm.engine.config import load_config, skill_dirs
 from gitswarm.model.routing import choose
 from gitswarm.model.spec import AdapterFacts
 

@@ -56,8 +56,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from gitswarm.adapters.names import user_config_dir
 from gitswarm.adapters.registry import DEFAULT_PREFERENCE
-from gitswarm.engine.push_gate import CONFIG_FILE, DEFAULT_VERIFIED, raw_config
+from gitswarm.engine.config_file import CONFIG_FILE, DEFAULT_VERIFIED, raw_config
 from gitswarm.model.errors import BadInput
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
 from gitswarm.store.worktrees import default_root
@@ -161,3 +162,27 @@ def worktree_root(workdir: Path | None, common_dir: Path) -> Path:
     """Where this repository's delegation worktrees (and clean checkouts) go: $GITSWARM_WORKTREE_ROOT,
     else `[worktrees] root`, else the per-user state directory (store/worktrees.py)."""
     return default_root(common_dir, load_config(workdir).worktrees.root, workdir)
+
+
+def skill_roots(workdir: Path | None) -> list[Path]:
+    """Where skill folders may be: the repository's working tree and the user's gitswarm folder."""
+    user = user_config_dir()
+    return [path.resolve() for path in (workdir, user) if path is not None]
+
+
+def skill_dirs(workdir: Path | None, config: SkillsConfig) -> list[Path]:
+    """The configured folders, resolved; BadInput for one outside the repository and the user's folder."""
+    roots = skill_roots(workdir)
+    found = []
+    for n, entry in enumerate(config.dirs):
+        path = Path(entry).expanduser()
+        if not path.is_absolute():
+            if workdir is None:
+                raise BadInput(f"[skills] dirs[{n}]: {entry!r} is relative, and there is no working tree")
+            path = workdir / path
+        resolved = path.resolve()
+        if not any(resolved.is_relative_to(root) for root in roots):
+            shown = " or ".join(str(root) for root in roots)
+            raise BadInput(f"[skills] dirs[{n}]: {entry!r} is outside the repository and the user's gitswarm folder ({shown})")
+        found.append(resolved)
+    return found

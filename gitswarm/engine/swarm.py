@@ -12,19 +12,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitswarm.engine.audit_jobs import looks_like_audit
 from gitswarm.model import codec
 from gitswarm.model.artifacts import Check, Patch, Run, Summary, describe
+from gitswarm.model.audit_names import looks_like_audit
 from gitswarm.model.coupling import coupled_tasks, refusal
 from gitswarm.model.errors import BadInput, NotFound, SpecError
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
+from gitswarm.model.records import FINISHED
 from gitswarm.model.spec import AdapterFacts, parse_spec
 from gitswarm.store import layout, reffiles
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.index import Index, index_path
 from gitswarm.store.jobs import JobRefs, Snapshot
-from gitswarm.store.ledger import Ledger
+from gitswarm.store.leases import Ledger
 from gitswarm.store.trust import Trust
 from gitswarm.store.workspace import has_tracked_changes
 from gitswarm.store.worktrees import check_includes
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from gitswarm.store.verdicts import VerdictNotes
 
 Clock = Callable[[], float]
-FINISHED = ("succeeded", "failed", "cancelled")
 
 
 def load_actor(common_dir: Path) -> str:
@@ -186,7 +186,7 @@ class Swarm:
         coupled = [] if allow_overlap else coupled_tasks(spec.tasks)
         if coupled:
             raise SpecError(f"{Path(source).name}: {refusal(coupled)}")
-        # Implement tasks branch from the base; agents' analyze tasks read a checkout of it (engine/readonly.py).
+        # Implement tasks branch from the base; agents' analyze tasks read a checkout of it (engine/delegation/readonly.py).
         # Only shell analyze tasks run in the user's tree (engine/integrity.runs_in_users_tree, not imported:
         # it would cost every command's start-up).
         base, base_ref = self.pin_base(spec.base, any(t.mode == "implement" or t.adapter != "shell" for t in spec.tasks))
@@ -239,7 +239,7 @@ class Swarm:
 
     def looks_like_audit_job(self, job_id: str) -> bool:
         """Whether a job whose goal reads like the post-commit hook's has its shape too: one shell
-        task `audit`. From the index alone: `status` reads no record (engine/audit_jobs.py)."""
+        task `audit`. From the index alone: `status` reads no record (model/audit_names.py)."""
         tasks = self.index.tasks(job_id)
         return len(tasks) == 1 and tasks[0]["id"] == "audit" and tasks[0]["adapter"] == "shell"
 

@@ -20,7 +20,7 @@ import msgspec
 
 from gitswarm.model.artifacts import Decision, Finding, Patch
 from gitswarm.model.codec import FORMAT
-from gitswarm.model.ops import OpBase
+from gitswarm.model.ops import OpBase, canonical
 
 MemoryKind = Literal["finding", "decision", "change"]
 TITLE_CHARS = 120
@@ -109,7 +109,7 @@ def replay(ops: Iterable[MemoryOp]) -> Replayed:
     apply at its turn changes nothing but the clock, so the result depends only on the set."""
     state, skipped = MemoryState(), 0
     records: dict[str, MemoryRecord] = {}
-    for op in sorted(ops, key=lambda o: o.order_key()):
+    for op in canonical(ops):
         applied = apply_op(op, state, records)
         if applied is None:
             skipped += 1

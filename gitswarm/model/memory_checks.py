@@ -6,7 +6,7 @@ record (ids well formed, commit ids hex, text within the caps that
 `derive` cuts to, keywords as `keywords` makes them), so a record that could
 not have been derived is refused before it reaches the live ref. Whether it
 then counts (its artifact and verdict here agree with it) is asked when it
-is used (engine/memory.py).
+is used (engine/knowledge/memory.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ both sides in one deterministic order: (clock, actor, id).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TypeVar
 
 import msgspec
@@ -26,6 +27,14 @@ class OpBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="op"):
 
     def order_key(self) -> tuple[int, str, str]:
         return (self.clock, self.actor, self.id)
+
+
+OpBaseT = TypeVar("OpBaseT", bound=OpBase)
+
+
+def canonical(ops: Iterable[OpBaseT]) -> list[OpBaseT]:
+    """The order every op log replays in, whatever order the ops were found: (clock, actor, id)."""
+    return sorted(ops, key=OpBase.order_key)
 
 
 class JobCreated(OpBase, tag="job_created", kw_only=True, frozen=True):

@@ -13,7 +13,7 @@ from typing import Literal
 import msgspec
 
 from gitswarm.model.codec import FORMAT
-from gitswarm.model.guidance import FollowUp, Guidance
+from gitswarm.model.late_instructions import FollowUp, Guidance
 
 
 class TaskState(enum.StrEnum):
@@ -33,6 +33,20 @@ class TaskState(enum.StrEnum):
 TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
 #: Terminal states that make every dependent skipped.
 POISON = frozenset({TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
+
+
+class JobStatus(enum.StrEnum):
+    """A job's overall status, derived from its tasks' states (JobState.status)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: The statuses a job ends in: nothing of it runs again unless a task is retried or followed up.
+FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 class Defaults(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -144,8 +158,8 @@ class JobState(msgspec.Struct, frozen=True, kw_only=True):
         done = sum(self.counts.get(s.value, 0) for s in TERMINAL)
         if total and done == total:
             if self.counts.get(TaskState.SUCCEEDED.value, 0) == total:
-                return "succeeded"
-            return "cancelled" if self.cancelled else "failed"
+                return JobStatus.SUCCEEDED.value
+            return JobStatus.CANCELLED.value if self.cancelled else JobStatus.FAILED.value
         if self.counts.get(TaskState.RUNNING.value, 0) or done:
-            return "running"
-        return "queued"
+            return JobStatus.RUNNING.value
+        return JobStatus.QUEUED.value

@@ -15,7 +15,7 @@ from typing import assert_never
 import msgspec
 
 from gitswarm.model.errors import InvalidTransition, LeaseLost
-from gitswarm.model.guidance import FollowUp, Guidance
+from gitswarm.model.late_instructions import FollowUp, Guidance
 from gitswarm.model.ops import (
     ArtifactsRecorded,
     BudgetStopped,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import msgspec
 
 from gitswarm.model.errors import CorruptRecord, InvalidTransition, LeaseLost
-from gitswarm.model.ops import JobCreated, LeaseRenewed, Op, SteeringDelivered, TaskClaimed, TaskFinished
+from gitswarm.model.ops import JobCreated, LeaseRenewed, Op, SteeringDelivered, TaskClaimed, TaskFinished, canonical
 from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
 
@@ -37,7 +37,7 @@ def replay(ops: list[Op], where: str) -> Replayed:
     a finish whose claim lost (same task and token, same actor, and no claim of those
     applied since). For a clone's own
     linear history this is exactly the state its tip records."""
-    ordered = sorted(ops, key=lambda op: op.order_key())
+    ordered = canonical(ops)
     state, applied, skipped = JobState(), 0, 0
     tasks: dict[str, Task] = {}
     lost_claims: set[tuple[str, int, str]] = set()

@@ -11,7 +11,7 @@ A run's model is decided by the first of these rules that applies:
 4. `spec_default`: the spec's `model`, else the CLI's own default.
 
 After a run failed for a provider reason (quota, an unfunded key, an unknown
-model), the next attempt may be routed by `fallback` instead (engine/routing.py).
+model), the next attempt may be routed by `fallback` instead (engine/routing/route.py).
 Every agent run records the `Routing` that chose its model: the rule, a
 sentence, and the alternatives passed over, so a person can audit it.
 """

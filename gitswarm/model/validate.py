@@ -23,8 +23,8 @@ from gitswarm.model.artifacts import Artifact, Check, Patch, Run, Verdict
 from gitswarm.model.capabilities import CAPABILITIES
 from gitswarm.model.codec import FORMAT
 from gitswarm.model.errors import BadInput, CorruptRecord
-from gitswarm.model.guidance import MAX_GUIDANCE_CHARS
 from gitswarm.model.ids import ARTIFACT_ID, GENERATED_ID, TASK_ID, check_branch_ref, check_task_id
+from gitswarm.model.late_instructions import MAX_GUIDANCE_CHARS
 from gitswarm.model.limits import MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
 from gitswarm.model.ops import (
     ArtifactsRecorded,
@@ -168,7 +168,7 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
 
 
 def _check_guidance(op: FollowedUp | Steered | SteeringDelivered, where: str) -> None:
-    """The fields of a follow-up, a steer or a delivery of steers (model/guidance.py)."""
+    """The fields of a follow-up, a steer or a delivery of steers (model/late_instructions.py)."""
     if isinstance(op, FollowedUp):
         _guidance_text(op.instruction, f"{where}.instruction")
         _need(op.patch is None or ARTIFACT_ID.fullmatch(op.patch) is not None, f"{where}.patch", "not an artifact id")

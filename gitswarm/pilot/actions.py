@@ -15,9 +15,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
-from gitswarm.engine import audit, followup, patches, similar, steering
-from gitswarm.engine.check_report import with_tails
-from gitswarm.engine.merge import mergeable
+from gitswarm.engine.delegation import patches, similar
+from gitswarm.engine.delegation.check_view import with_tails
+from gitswarm.engine.delegation.merge import mergeable
+from gitswarm.engine.jobs import followup, steering
+from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.provenance import Weighed, deciding

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from gitswarm import __version__
-from gitswarm.engine.errorlog import record_internal_error
+from gitswarm.engine.upkeep.errorlog import record_internal_error
 from gitswarm.model.errors import GitswarmError
 from gitswarm.pilot import actions, tools
 from gitswarm.pilot.jsonrpc import (

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model.records import FINISHED, TERMINAL
 from gitswarm.store import layout, reffiles
 
-FINISHED = ("succeeded", "failed", "cancelled")  # a job's end states
-TASK_FINISHED = (*FINISHED, "skipped")
 POLL_SECONDS = 0.1  # how often `wait` reads the job's ref tip
 
 
@@ -34,7 +33,7 @@ class Seen:
     def done(self) -> bool:
         if self.task is None:
             return self.status in FINISHED
-        return self.states.get(self.task) in TASK_FINISHED
+        return self.states.get(self.task) in TERMINAL
 
 
 def resolve(repo: Path, target: str) -> tuple[str, str | None, Path]:

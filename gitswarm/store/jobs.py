@@ -7,7 +7,7 @@ one tree read and a write touches only the paths that changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
 from gitswarm.model import codec
@@ -19,6 +19,7 @@ from gitswarm.model.records import Job, JobState, Task
 from gitswarm.model.reducer import Change, apply, apply_all
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
+from gitswarm.store.oplog import op_message, parse_op_lines
 
 COMMITTER = "gitswarm"
 T = TypeVar("T")
@@ -104,29 +105,10 @@ class Snapshot:
         return artifact if kind is None else as_kind(artifact, kind, where)
 
 
-def op_message(ops: Sequence[Any], title_of: Callable[[Any], str] = title) -> str:
-    """Title line(s) joined by '; ', a blank line, then one canonical JSON op per line (a job's ops,
-    or memory's with their own titles)."""
-    titles = "; ".join(title_of(op) for op in ops)
-    return f"{titles}\n\n" + "".join(codec.encode(op).decode() + "\n" for op in ops)
-
-
 def parse_ops(commit: CommitInfo, where: str) -> list[Op]:
     """The operations a commit records, in the order they were applied; none for a merge
     commit (it records the replayed result of its parents' operations)."""
-    return [op for _, op in parse_op_lines(commit, where)]
-
-
-def parse_op_lines(commit: CommitInfo, where: str, kind: Any = Op) -> list[tuple[str, Any]]:
-    """parse_ops, each operation with the line that recorded it; `kind`: the union its lines decode to
-    (a job's Op, or memory's MemoryOp: both logs record operations the same way)."""
-    if len(commit.parents) > 1:
-        return []
-    _, _, body = commit.message.partition("\n\n")
-    lines = [line for line in body.splitlines() if line.strip()]
-    if not lines:
-        raise CorruptRecord(f"{where}@{commit.oid[:12]}: commit records no operation")
-    return [(line, codec.decode(line.encode(), kind, f"{where}@{commit.oid[:12]}")) for line in lines]
+    return [op for _, op in parse_op_lines(commit, where, Op)]
 
 
 class JobRefs:
@@ -219,7 +201,7 @@ class JobRefs:
         new_tree = self.repo.update_tree(tree, paths)
         last = ops[-1]
         who = (COMMITTER, f"{last.actor}@gitswarm")
-        return self.repo.commit(new_tree, [parent] if parent else [], op_message(ops), who, last.at)
+        return self.repo.commit(new_tree, [parent] if parent else [], op_message(ops, title), who, last.at)
 
     def history(self, job_id: str) -> Iterator[tuple[CommitInfo, Op]]:
         """Every (commit, operation) of a job, oldest first."""

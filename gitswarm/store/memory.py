@@ -24,9 +24,9 @@ from gitswarm.model.ids import ARTIFACT_ID, new_id
 from gitswarm.model.memory import MemoryOp, MemoryRecord, MemoryState, Replayed, apply_op, op_title, replay
 from gitswarm.model.memory_checks import check_memory_op
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
-from gitswarm.store.jobs import op_message, parse_op_lines
 from gitswarm.store.layout import MEMORY_RECORDS_FANS as RECORDS_FANS
 from gitswarm.store.memory_cache import RecordCache, cache_path
+from gitswarm.store.oplog import both_histories, op_message, parse_op_lines, unique_ops
 
 MEMORY_REF = "refs/swarm/memory"
 STATE_PATH = "state"
@@ -127,24 +127,13 @@ class MemoryLog:
     # -- merging and pulled history ---------------------------------------------------------
 
     def unique_ops(self, commits: Iterable[CommitInfo], where: str, check: bool = False) -> list[MemoryOp]:
-        """The operations the commits record, each once; an op id with two bodies is refused.
-        `check`: each op is checked as hostile input (a pull's)."""
-        found: dict[str, tuple[str, MemoryOp]] = {}
-        for commit in commits:
-            for line, op in parse_ops(commit, where):
-                if check:
-                    check_memory_op(op, f"{where}@{commit.oid[:12]}:{op.id}")
-                seen = found.get(op.id)
-                if seen is None:
-                    found[op.id] = (line, op)
-                elif seen[0] != line:
-                    raise CorruptRecord(f"{where}: operation {op.id} is recorded with two different bodies")
-        return [op for _, op in found.values()]
+        """The operations the commits record, each once (store/oplog.py); `check`: each op is
+        checked as hostile input (a pull's)."""
+        return unique_ops(commits, where, MemoryOp, check=check_memory_op if check else None)
 
     def merge(self, local: str, remote: str, now: float, brought: list[CommitInfo] | None = None) -> str:
         """Commit the merge of two tips (parents: local, remote): the replay of every op of both."""
-        theirs = brought if brought is not None else list(self.repo.walk(remote, hide=local))
-        result = replay(self.unique_ops([*self.repo.walk(local), *theirs], MEMORY_REF))
+        result = replay(self.unique_ops(both_histories(self.repo, local, remote, brought), MEMORY_REF))
         ours = self.read(local)
         paths: dict[str, str | None] = {STATE_PATH: self.repo.write_blob(codec.encode(result.state))}
         for record_id in ours.records.keys() - result.records.keys():

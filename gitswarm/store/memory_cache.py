@@ -12,7 +12,7 @@ decoded. Then the file is replaced whole (write, rename).
 It is derived data: a file that is missing, unreadable, of another format,
 or that does not match the tree is ignored and written again, and one that
 cannot be written costs only the speed. The folder is not watched while
-agents run (engine/integrity.py), so everything in it is treated as an
+agents run (engine/delegation/integrity.py), so everything in it is treated as an
 agent may have left it: the file and the folder are opened without
 following symlinks, the file is read only when it is a regular file of a
 bounded size, and its content is checked as above.

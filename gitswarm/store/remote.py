@@ -57,7 +57,7 @@ class GitTransport:
         commit given there (None: only if it has no such ref): a compare-and-swap
         for a branch a new attempt reset. Used by `work --remote`.
         """
-        # --no-verify: only refs/swarm/* are offered, which the pre-push gate never gates (engine/push_gate.py);
+        # --no-verify: only refs/swarm/* are offered, which the pre-push gate never gates (engine/sharing/push_gate.py);
         # its interpreter start-up would be paid on every claim.
         if any(not ref.startswith("refs/swarm/") for ref in updates):
             raise ValueError("only refs under refs/swarm/ are offered")

@@ -31,8 +31,8 @@ from benchlib import isolate, print_table, scratch_dir
 from gitswarm.adapters.base import Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.shell import ShellAdapter
-from gitswarm.engine.delegation import Delegation
-from gitswarm.engine.integrity import Watch, snapshot, violations
+from gitswarm.engine.delegation.attempt import Delegation
+from gitswarm.engine.delegation.integrity import Watch, snapshot, violations
 from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.ids import new_id
 from gitswarm.model.records import TaskSpec

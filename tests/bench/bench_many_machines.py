@@ -105,8 +105,8 @@ def bare_push_seconds(path: Path, env: dict[str, str], rounds: int) -> list[floa
 def claim_seconds(path: Path, env: dict[str, str], rounds: int) -> list[float]:
     """One claim through the remote, in-process: pick, build the commit, push it, adopt it."""
     os.environ.update(env)
-    from gitswarm.engine.arbiter import Arbiter
-    from gitswarm.engine.remote_ledger import RemoteLedger
+    from gitswarm.engine.machines.arbiter import Arbiter
+    from gitswarm.engine.machines.remote_leases import RemoteLedger
     from gitswarm.engine.swarm import Swarm
 
     spec = path / "claims.toml"

@@ -33,10 +33,10 @@ from benchlib import isolate, print_table, scratch_dir
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model import codec
 from gitswarm.model.ids import new_id
-from gitswarm.model.ops import Cancelled, Retried
+from gitswarm.model.ops import Cancelled, Retried, title
 from gitswarm.model.replay import replay
 from gitswarm.store import layout
-from gitswarm.store.jobs import op_message
+from gitswarm.store.oplog import op_message
 
 JOBS = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else 100
 OPS = int(sys.argv[sys.argv.index("--ops") + 1]) if "--ops" in sys.argv else 1000
@@ -64,7 +64,7 @@ def long_history(path: Path, job_id: str, ops: int) -> None:
         kind = Cancelled if n % 2 == 0 else Retried
         op = kind(id=new_id(now), clock=clock, at=now, actor=swarm.actor, task="a")
         history.append(op)
-        tip = str(repo.create_commit(None, sig, sig, op_message([op]), tree, [pygit2.Oid(hex=tip)]))
+        tip = str(repo.create_commit(None, sig, sig, op_message([op], title), tree, [pygit2.Oid(hex=tip)]))
     result = replay(history, job_id)
     paths = {layout.STATE_PATH: swarm.repo.write_blob(codec.encode(result.state))}
     paths.update((layout.task_path(t.id), swarm.repo.write_blob(codec.encode(t))) for t in result.tasks.values())

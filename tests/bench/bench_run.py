@@ -24,8 +24,8 @@ WORKERS = 4
 
 SUPERVISE = """
 import json, resource, sys, time
-from gitswarm.engine import run as run_engine
-from gitswarm.engine.supervisor import WorkOptions
+from gitswarm.engine.jobs import run as run_engine
+from gitswarm.engine.jobs.supervisor import WorkOptions
 from gitswarm.engine.swarm import Swarm
 start = time.perf_counter()
 swarm = Swarm(sys.argv[1])

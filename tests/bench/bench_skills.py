@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gitswarm.engine import skills as engine_skills
 from gitswarm.engine.config import SkillsConfig
+from gitswarm.engine.knowledge import skills as engine_skills
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.skills import HEADER
 from tests.bench.benchlib import isolate, print_table, scratch_dir

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gitswarm.engine import hooks
+from gitswarm.engine.sharing import hooks
 from gitswarm.engine.swarm import Swarm
 from tests.conftest import Result, cli, commit_file, git, isolation_env, spec_text, swarm_refs
 

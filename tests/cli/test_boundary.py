@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gitswarm.engine import demo
 from gitswarm.engine.swarm import Swarm
+from gitswarm.engine.upkeep import demo
 from tests.conftest import Result, cli
 
 LOG_LINE = re.compile(r"^gitswarm: the full traceback is in (/.+/error-\d{8}T\d{6}\.\d{6}Z-\d+\.log)$")

@@ -27,8 +27,8 @@ import sys
 import threading
 import uuid
 
-ANALYZE_MARK = "Answer with exactly one JSON object"  # gitswarm/engine/packet.py ANALYZE_ANSWER
-REPAIR_MARK = "Fix it in this worktree."  # gitswarm/engine/delegation.py _repair_prompt
+ANALYZE_MARK = "Answer with exactly one JSON object"  # gitswarm/engine/knowledge/packet.py ANALYZE_ANSWER
+REPAIR_MARK = "Fix it in this worktree."  # gitswarm/engine/delegation/attempt.py _repair_prompt
 FIELDS = ("target", "content", "final", "structured", "write_tool", "tool_input")
 
 

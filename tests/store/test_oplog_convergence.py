@@ -34,7 +34,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from gitswarm.engine import share
+from gitswarm.engine.sharing import share
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Finding
 from gitswarm.model.errors import InvalidTransition, LeaseLost, NotFound
@@ -43,8 +43,8 @@ from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
 from gitswarm.store import layout
 from gitswarm.store.git import PygitRepo
-from gitswarm.store.ledger import Lease
-from gitswarm.store.oplog import merge_job
+from gitswarm.store.job_merge import merge_job
+from gitswarm.store.leases import Lease
 from gitswarm.store.trust import Trust
 from tests.conftest import spec_text
 

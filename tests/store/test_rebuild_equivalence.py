@@ -25,9 +25,9 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Finding
 from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.store.index import index_path
-from gitswarm.store.ledger import Lease
+from gitswarm.store.leases import Lease
 from tests.conftest import cli
-from tests.store.test_ledger_stateful import dag_spec, dags
+from tests.store.test_leases_stateful import dag_spec, dags
 
 START = 1_700_000_000.0
 WORKERS = ("w1", "w2")

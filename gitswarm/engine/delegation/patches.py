@@ -1,0 +1,254 @@
+"""What `diff`, `verify`, `merge`, `delegate` and `worktrees` do with patches and worktrees."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
+from gitswarm.adapters.process import ProcessResult, run_process
+from gitswarm.adapters.registry import repo_registry
+from gitswarm.engine.config import worktree_root
+from gitswarm.engine.delegation.merge import (
+    ConflictError,
+    Mode,
+    apply_merge,
+    conflict_decision,
+    merge_lock,
+    mergeable,
+    merged_decision,
+    plan_merge,
+    recheck,
+    target_worktree,
+)
+from gitswarm.engine.delegation.verify import verify
+from gitswarm.engine.knowledge.memory import auto_promote
+from gitswarm.engine.notify.notifier import Notifier
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.artifacts import BlobRef, Decision, Patch
+from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
+from gitswarm.model.ids import check_branch_ref
+from gitswarm.model.spec import toml_string
+from gitswarm.store.checkouts import CHECKOUTS_DIR, Checkouts
+from gitswarm.store.jobs import Snapshot
+from gitswarm.store.trust import Trust
+from gitswarm.store.workspace import has_tracked_changes
+from gitswarm.store.worktrees import Worktrees, branch_name
+
+
+def run_plain(invocation: Invocation) -> ProcessResult:
+    return run_process(invocation.argv, cwd=invocation.cwd, env=invocation.env, stdin=invocation.stdin, timeout=invocation.timeout)
+
+
+def worktrees_of(swarm: Swarm) -> Worktrees:
+    common = swarm.repo.common_dir
+    return Worktrees(swarm.repo.workdir or common, common, worktree_root(swarm.repo.workdir, common))
+
+
+def find_patch(swarm: Swarm, prefix: str) -> tuple[str, Patch, Snapshot]:
+    found = swarm.artifact(prefix)
+    if found["record"].get("kind") != "patch":
+        raise BadInput(f"artifact {found['id'][:12]} is a {found['record'].get('kind')}, not a patch")
+    snapshot = swarm.refs.snapshot(found["job"], swarm.index.job_tip(found["job"]))
+    patch = snapshot.artifact(found["id"])
+    assert isinstance(patch, Patch)
+    return found["id"], patch, snapshot
+
+
+def task_of(patch: Patch) -> str:
+    """The task that made a patch: every patch is a task's, so one that names none is a corrupt record."""
+    if patch.task is None:
+        raise CorruptRecord(f"a patch of job {patch.job[:12]} names no task")
+    return patch.task
+
+
+def require_commits(swarm: Swarm, patch_id: str, patch: Patch) -> None:
+    """A patch pulled from another clone names commits that only its branch carries."""
+    for commit in (patch.base, patch.head):
+        if not swarm.repo.has_object(commit):
+            raise BadInput(
+                f"patch {patch_id[:12]}: commit {commit[:12]} is not in this repository; fetch its branch "
+                f"{branch_name(patch.job, task_of(patch))} from the clone that made it"
+            )
+
+
+def patch_diff(swarm: Swarm, prefix: str) -> bytes:
+    _, patch, _ = find_patch(swarm, prefix)
+    return swarm.repo.read_blob(patch.diff.oid)
+
+
+def _store(swarm: Swarm) -> BlobWriter:
+    def store(data: bytes, dropped: int) -> BlobRef:
+        return BlobRef(oid=swarm.repo.write_blob(data), size=len(data) + dropped, truncated=dropped)
+
+    return store
+
+
+def refuse_untrusted(swarm: Swarm, job_id: str, doing: str) -> None:
+    """The checks of a job pulled from another clone are instructions from elsewhere: they run
+    here only once the job is approved."""
+    why = Trust(swarm.repo.common_dir).why_not(job_id)
+    if why is not None:
+        raise BadInput(f"{doing}: job {job_id} runs its own checks and may not run here ({why}); approve it first (gitswarm approve {job_id})")
+
+
+def verify_now(swarm: Swarm, prefix: str) -> dict:
+    """Run the patch's verification again now; the verdict and checks are recorded on its task."""
+    patch_id, patch, snapshot = find_patch(swarm, prefix)
+    refuse_untrusted(swarm, patch.job, "verify")
+    require_commits(swarm, patch_id, patch)
+    spec = snapshot.task(task_of(patch)).spec
+    auditor = repo_registry(swarm.repo.workdir).get(spec.auditor) if spec.auditor else None
+    repo_dir = swarm.repo.workdir or swarm.repo.common_dir
+    ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
+    result = verify(swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor)
+    recorded = swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
+    verdict = result.verdict
+    Notifier.of(swarm).verdict(verdict, recorded[-1])
+    if verdict.accepted:
+        auto_promote(swarm.repo, swarm.refs, patch.job, patch.task, swarm.clock)
+    return {
+        "patch": patch_id,
+        "head": patch.head,
+        "accepted": verdict.accepted,
+        "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+        "checks": [{"command": c.command, "exit_code": c.exit_code, "passed": c.passed} for c in result.checks],
+    }
+
+
+def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: bool, repair: bool = False) -> dict:
+    patch_id, patch, snapshot = find_patch(swarm, prefix)
+    target = merge_target(swarm, snapshot, into)
+    require_commits(swarm, patch_id, patch)
+    weighed = swarm.verdict_notes().weigh(patch.head)
+    if not mergeable(weighed, patch_id):
+        if any(w.counted for w in weighed):
+            raise WorkFailed(
+                f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]} that counts here; run gitswarm verify"
+            )
+        # No verdict counts here (none, or only unsigned ones / unknown signers): verify here first.
+        refuse_untrusted(swarm, patch.job, "merge (no verdict that counts here, so it must be verified here)")
+        if not verify_now(swarm, patch_id)["accepted"]:
+            raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification here rejected its head {patch.head[:12]}; nothing merged")
+    repo_dir = swarm.repo.workdir or swarm.repo.common_dir
+    with merge_lock(swarm.repo.common_dir):
+        checked_out = target_worktree(repo_dir, target)
+        if checked_out is not None and has_tracked_changes(checked_out):
+            raise WorkFailed(f"{checked_out} has {target.removeprefix('refs/heads/')} checked out with uncommitted changes")
+        branch_tip = swarm.repo.resolve(f"refs/heads/{branch_name(patch.job, task_of(patch))}")
+        try:
+            plan = plan_merge(swarm.repo, patch, patch_id, branch_tip, target, mode)
+        except ConflictError as exc:
+            swarm.ledger.record_artifacts(
+                patch.job, patch.task, [conflict_decision(patch, patch_id, target, exc.paths, swarm.clock())], swarm.clock()
+            )
+            if repair:
+                job_id = queue_repair(swarm, snapshot, patch, target, exc.paths)
+                raise WorkFailed(f"{exc}; queued repair job {job_id} (run gitswarm work)") from None
+            raise
+        spec = snapshot.task(task_of(patch)).spec
+        if not plan.fast_forward and not no_recheck and spec.checks:
+            refuse_untrusted(swarm, patch.job, "merge (its checks run again on the merged tree)")
+            ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
+            checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, _store(swarm), swarm.clock)
+            swarm.ledger.record_artifacts(patch.job, patch.task, checks, swarm.clock())
+            failed = [c.command for c in checks if not c.passed]
+            if failed:
+                raise WorkFailed(f"checks failed on the merged tree: {', '.join(map(str, failed))}; nothing merged")
+        apply_merge(swarm.repo, repo_dir, plan, checked_out)
+    swarm.ledger.record_artifacts(patch.job, patch.task, [merged_decision(plan, swarm.clock())], swarm.clock())
+    return {"patch": patch_id, "into": target.removeprefix("refs/heads/"), "old": plan.old, "new": plan.new, "fast_forward": plan.fast_forward}
+
+
+def merge_target(swarm: Swarm, snapshot: Snapshot, into: str | None) -> str:
+    """The branch a merge moves: --into, else the branch the job started from, else the checked-out one.
+    Only ever a branch: a pulled job's base_ref may name anything."""
+    if into is not None:
+        return check_branch_ref(f"refs/heads/{into}", "--into")
+    if snapshot.job.base_ref is not None:
+        return check_branch_ref(snapshot.job.base_ref, f"job {snapshot.job_id} base_ref")
+    target = swarm.repo.head_branch()
+    if target is None:
+        raise BadInput("no branch to merge into: pass --into BRANCH")
+    return target
+
+
+def queue_repair(swarm: Swarm, snapshot: Snapshot, patch: Patch, target: str, paths: list[str]) -> str:
+    """A new delegation: the same change, redone on the target as it is now."""
+    spec = snapshot.task(task_of(patch)).spec
+    branch = target.removeprefix("refs/heads/")
+    instruction = (
+        f"{spec.prompt or spec.command}\n\nAn earlier attempt (commit {patch.head[:12]}) conflicts with {branch}"
+        f" in: {', '.join(paths)}. Make the change again on {branch} as it is now."
+    )
+    return swarm.submit_text(delegation_spec(instruction, spec.adapter, list(spec.checks), branch), "repair")
+
+
+def worktree_list(swarm: Swarm) -> dict:
+    trees = worktrees_of(swarm)
+    out = []
+    for entry in trees.listing():
+        _, job, task = entry["branch"].split("/", 2)
+        state = swarm.index.task_state(job, task)
+        out.append({**entry, "job": job, "task": task, "state": state, "clean": trees.is_clean(Path(entry["path"]))})
+    return {"worktrees": out}
+
+
+def worktree_gc(swarm: Swarm) -> dict:
+    """Remove worktrees whose branch was merged or whose task was cancelled, and only clean ones;
+    and the idle clean checkouts kept for checks (`checkouts`: they hold nothing but a copy of a commit)."""
+    trees = worktrees_of(swarm)
+    removed, kept = [], []
+    for entry in worktree_list(swarm)["worktrees"]:
+        reason = _gc_reason(swarm, entry)
+        if reason is None or not entry["clean"]:
+            kept.append({"path": entry["path"], "why": "holds uncommitted work" if reason else "not merged, task not cancelled"})
+            continue
+        trees.remove(Path(entry["path"]))
+        removed.append({"path": entry["path"], "why": reason})
+    checkouts = [path for root in sorted(_checkout_roots(trees)) for path in Checkouts(trees.repo_dir, root).clear()]
+    trees.prune()
+    return {"removed": removed, "kept": kept, "checkouts": checkouts}
+
+
+def _checkout_roots(trees: Worktrees) -> set[Path]:
+    """Today's root and every root that still has pooled checkouts (`<root>/checkouts/<n>`, detached)."""
+    roots = {trees.root}
+    for entry in trees.every():
+        path = Path(entry["path"])
+        if not entry["branch"] and path.parent.name == CHECKOUTS_DIR and path.name.isdigit():
+            roots.add(path.parent.parent)
+    return roots
+
+
+def _gc_reason(swarm: Swarm, entry: dict) -> str | None:
+    if entry["state"] == "cancelled":
+        return "task cancelled"
+    if entry["job"] not in swarm.index.job_ids():
+        return None
+    snapshot = swarm.refs.snapshot(entry["job"], swarm.index.job_tip(entry["job"]))
+    for artifact_id in snapshot.task(entry["task"]).artifacts:
+        artifact = snapshot.artifact(artifact_id)
+        if isinstance(artifact, Decision) and artifact.title.startswith("merged patch") and artifact.rationale.endswith(
+            f"head {entry['head']}"
+        ):
+            return "branch merged"
+    return None
+
+
+def delegation_spec(instruction: str, adapter: str, checks: list[str], base: str | None) -> str:
+    """The one-task job spec of `gitswarm delegate`, every outside value quoted as a TOML string."""
+    first = instruction.strip().splitlines()[0] if instruction.strip() else instruction
+    lines = [f"goal = {toml_string(first)}"]
+    if base is not None:
+        lines.append(f"base = {toml_string(base)}")
+    lines += [
+        "[[tasks]]",
+        'id = "delegate"',
+        'mode = "implement"',
+        f"adapter = {toml_string(adapter)}",
+        f"prompt = {toml_string(instruction)}",
+        f"checks = [{', '.join(toml_string(c) for c in checks)}]",
+        "max_attempts = 1",
+    ]
+    return "\n".join(lines) + "\n"

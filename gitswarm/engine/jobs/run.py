@@ -1,0 +1,128 @@
+"""`gitswarm work` and `gitswarm run`: supervise workers, then stitch the summary."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+
+from gitswarm.engine.events import EventSink
+from gitswarm.engine.jobs.summary import build_summary
+from gitswarm.engine.jobs.supervisor import Supervisor, WorkOptions
+from gitswarm.engine.machines.arbiter import Arbiter
+from gitswarm.engine.notify.notifier import Notifier, Watch
+from gitswarm.engine.routing.adapter_checks import preflight_cache
+from gitswarm.engine.sharing.share import remote_key
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.artifacts import Summary, artifact_id
+from gitswarm.model.errors import BadInput
+from gitswarm.model.records import FINISHED
+
+
+def write_summary(swarm: Swarm, job_id: str) -> str | None:
+    """Record the summary of a finished job's current outcome; returns its id.
+
+    Summaries are content-addressed, so stitching an outcome already
+    summarized writes nothing; a job that finished again after a retry gets
+    a new summary, and `show` prints the latest.
+    """
+    job = swarm.index.job(job_id)
+    if job is None or job["status"] not in FINISHED:
+        return None
+    snapshot = swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id))
+    summary = build_summary(snapshot, swarm.repo.read_blob, swarm.clock())
+    summary_id = artifact_id(summary)
+    for existing in snapshot.state.artifacts:  # the same outcome summarized already, here or by another machine
+        found = snapshot.artifact(existing)
+        if existing == summary_id or (isinstance(found, Summary) and (found.text, found.data) == (summary.text, summary.data)):
+            return existing
+    return swarm.ledger.record_artifacts(job_id, None, [summary], swarm.clock())[0]
+
+
+def check_remote(swarm: Swarm, remote: str, fetch: bool = True) -> dict[str, str]:
+    """BadInput for an unknown remote; with `fetch`, bring the remote's jobs here before a command
+    names one (WorkFailed when it does not answer). The jobs there that are refused here, and why."""
+    arbiter = Arbiter(swarm, remote)
+    return arbiter.sync().invalid if fetch else {}
+
+
+def unusable_adapters(swarm: Swarm, job: str | None, parent_env: Mapping[str, str]) -> dict[str, str]:
+    """The adapters of pending tasks whose preflight fails here, with why."""
+    cache = preflight_cache(swarm, parent_env)
+    failed = {}
+    for name in swarm.index.pending_adapters(job):
+        if name == "shell":
+            continue
+        try:
+            result = cache.get(name)
+        except BadInput as exc:  # a spec that no longer loads
+            failed[name] = str(exc)
+            continue
+        if not result.ok:
+            failed[name] = result.reason or "preflight failed"
+    return failed
+
+
+def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[str, ...] = ()) -> dict:
+    """Run workers until done; stitch every job that this run moved and that has finished.
+
+    Adapters whose preflight fails are never leased to; if only their tasks are
+    left, the run stops and says so instead of waiting.
+    """
+    arbiter = None
+    if options.remote is not None:
+        arbiter = Arbiter(swarm, options.remote)
+    notifier = Notifier.of(swarm)
+    if notifier.command:
+        on_event = Watch(swarm, notifier, on_event)
+    # Trust is checked again at every claim (store/leases.py): these are only what is known now.
+    swarm.ledger.trusted_remotes = remotes = frozenset(remote_key(swarm, r) for r in trust)
+    untrusted = swarm.ledger.untrusted_jobs()
+    if options.job is not None and options.job in untrusted:
+        why = swarm.ledger.trust.why_not(options.job, remotes)
+        raise BadInput(
+            f"job {options.job} may not run here ({why}): approve it (gitswarm approve {options.job}) "
+            "or trust its remote (--trust REMOTE) to run it here"
+        )
+    if untrusted:
+        on_event({"event": "untrusted", "jobs": sorted(untrusted)})
+    options = replace(options, worker=replace(options.worker, skip_jobs=untrusted, trusted_remotes=remotes))
+    unusable = unusable_adapters(swarm, options.job, os.environ)
+    for name, reason in sorted(unusable.items()):
+        on_event({"event": "adapter_unusable", "adapter": name, "reason": reason})
+    if unusable:
+        options = replace(options, worker=replace(options.worker, exclude=options.worker.exclude | frozenset(unusable)))
+    touched = Supervisor(swarm, options, on_event).run()
+    jobs = [options.job] if options.job else sorted(touched)
+    if arbiter is not None:  # what the other machines finished too, before summing up
+        arbiter.sync(jobs)
+    stitched = [job for job in jobs if write_summary(swarm, job)]
+    if arbiter is not None:  # the jobs' last local writes (a summary), and the verdicts noted on their patches
+        arbiter.publish(jobs)
+        arbiter.publish_notes()
+    return {"jobs": stitched, "unusable": unusable, "skipped": skipped_jobs(swarm, remotes)}
+
+
+def skipped_jobs(swarm: Swarm, remotes: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Unfinished jobs this clone may not run, and why (pulled and not approved, say)."""
+    unfinished = [job["id"] for job in swarm.index.jobs() if job["status"] not in FINISHED]
+    trust = swarm.ledger.trust
+    return {job: trust.why_not(job, remotes) or "" for job in sorted(trust.untrusted(unfinished, remotes))}
+
+
+def run(
+    swarm: Swarm, spec: str | os.PathLike[str], options: WorkOptions, on_event: EventSink, approve: bool = False,
+    allow_overlap: bool = False,
+) -> dict:
+    """Submit a job, work it to the end, return its summary view (and which adapters could not run)."""
+    job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
+    if options.remote is not None:  # on the remote before any machine can claim its tasks
+        Arbiter(swarm, options.remote).publish([job_id])
+    on_event({"event": "submitted", "job": job_id})
+    for notice in swarm.notices:
+        on_event({"event": "notice", "message": notice})
+    worked = work(swarm, replace(options, job=job_id, until_idle=False), on_event)
+    view = swarm.show(job_id)
+    if worked["unusable"]:
+        view["unusable"] = worked["unusable"]
+    return view

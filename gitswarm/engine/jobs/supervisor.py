@@ -1,0 +1,326 @@
+"""The supervisor: keep N worker processes busy until the job (or the queue) is done.
+
+Workers are forked processes that loop claim → run → finish on their own.
+The supervisor reaps them: a worker that died has its adapter's process
+group killed and its leases expired at once, and is replaced while work
+remains. It also expires stale leases of workers it does not know (another
+supervisor's, killed with -9), and reports progress as events.
+
+Workers die with their supervisor, kill -9 included: on Linux the kernel
+sends them SIGTERM when it dies (PR_SET_PDEATHSIG), and every worker also
+watches its parent pid. Either way it kills its adapter's process group and
+exits without writing; its leases run out and are requeued by the next run or
+`gitswarm recover`. SIGTERM to the supervisor stops it as Ctrl-C does (workers
+stopped, their tasks requeued), then raises Terminated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from gitswarm.engine.child_signals import die_with_parent, stop_on_sigterm
+from gitswarm.engine.events import EventSink
+from gitswarm.engine.jobs.worker import IndexGuard, Worker, WorkerOptions
+from gitswarm.engine.machines.arbiter import Arbiter, machine_owner
+from gitswarm.engine.machines.crew import Crew, Siblings
+from gitswarm.engine.machines.remote_leases import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedger
+from gitswarm.engine.machines.remote_watch import RemoteState, RemoteWatch
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import GitswarmError, WorkFailed
+from gitswarm.model.ids import new_id
+from gitswarm.model.records import FINISHED
+from gitswarm.store.index import IndexBroken
+
+POLL_SECONDS = 0.05
+IDLE_MIN_SECONDS = 0.002
+IDLE_MAX_SECONDS = 0.2
+REMOTE_IDLE_MAX_SECONDS = 0.05
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
+
+_fork = multiprocessing.get_context("fork")
+
+
+class Terminated(GitswarmError):
+    """SIGTERM stopped the run: its workers were stopped and their tasks requeued."""
+
+    exit_code = EXIT_TERMINATED
+
+
+@dataclass(frozen=True)
+class WorkOptions:
+    workers: int = 4
+    job: str | None = None
+    until_idle: bool = False
+    worker: WorkerOptions = WorkerOptions()
+    remote: str | None = None  # `work --remote`: this remote arbitrates every claim (engine/machines/remote_leases.py)
+    clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS  # how far past its deadline another machine's lease is expired
+
+
+def is_done(swarm: Swarm, options: WorkOptions) -> bool:
+    """The job is finished; or, with until_idle, nothing is queued or running anywhere."""
+    # Trust as of now: a job pulled while this run goes on is skipped, never waited for.
+    exclude, skip = options.worker.exclude, options.worker.skip_jobs | swarm.ledger.untrusted_jobs()
+    if options.job is not None:
+        job = swarm.index.job(options.job)
+        if job is None or job["status"] in FINISHED:
+            return True
+        return bool(exclude) and swarm.index.stalled(options.job, exclude)
+    if options.until_idle:
+        return swarm.index.idle() or (bool(exclude or skip) and swarm.index.stalled(None, exclude, skip))
+    return False
+
+
+def worker_main(
+    path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any, supervisor: int | None = None,
+    crew: Crew | None = None,
+) -> None:
+    """The body of one worker process; `adapter_pgid` and the `done` event are shared with the supervisor.
+
+    The first worker to find the work done sets `done`, which wakes the idle
+    ones at once instead of after their backoff sleep. `supervisor` is the pid
+    of the process that forked this one: the worker does not outlive it.
+    """
+    stop_on_sigterm()  # first: the parent-death signal must land here
+    if supervisor is not None and not die_with_parent(supervisor):
+        return  # the supervisor died before we asked to die with it
+    supervised = (lambda: True) if supervisor is None else (lambda: os.getppid() == supervisor)
+    swarm = Swarm(path)
+    swarm.ledger.trusted_remotes = options.worker.trusted_remotes
+    workdir = swarm.repo.workdir or Path(path)
+
+    def on_adapter(pgid: int) -> None:
+        adapter_pgid.value = pgid
+
+    ledger = swarm.ledger
+    if options.remote is not None:
+        ledger = RemoteLedger(ledger, Arbiter(swarm, options.remote), options.clock_skew)
+    worker = Worker(
+        ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter, supervised=supervised,
+        crew=crew,
+    )
+    idle = IDLE_MIN_SECONDS
+    # A sibling may claim for an idle worker through the remote: it looks for that task often.
+    idle_max = IDLE_MAX_SECONDS if crew is None else REMOTE_IDLE_MAX_SECONDS
+    try:
+        while supervised():
+            try:
+                swarm.index.check_file()
+                claimed = worker.step().lease is not None
+                finished = not claimed and is_done(swarm, options)
+            except sqlite3.DatabaseError as exc:
+                worker.guard.recover(exc)
+                continue
+            worker.guard.ok()
+            if claimed:
+                idle = IDLE_MIN_SECONDS
+                continue
+            if finished:
+                done.set()
+                return
+            if done.wait(idle):
+                return
+            idle = min(idle * 2, idle_max)
+    except KeyboardInterrupt:
+        return
+    except IndexBroken as exc:
+        raise SystemExit(f"gitswarm: worker {owner}: {exc}") from None
+    finally:
+        if worker.pipeline is not None:  # a finished result still waiting for its push: one more try
+            with contextlib.suppress(GitswarmError, sqlite3.DatabaseError, KeyboardInterrupt):
+                worker.pipeline.flush(patient=False)
+        swarm.close()
+
+
+class Supervisor:
+    def __init__(self, swarm: Swarm, options: WorkOptions, on_event: EventSink = lambda e: None) -> None:
+        self.swarm = swarm
+        self.options = options
+        self.on_event = on_event
+        self.workers: dict[str, BaseProcess] = {}
+        self.adapter_pgids: dict[str, Any] = {}  # owner -> shared int: its running adapter's group
+        self.seen: dict[tuple[str, str], tuple[str, int]] = {}
+        # One job: report all its tasks. The whole queue: only what changes from now on,
+        # not every task the repository ever ran.
+        self.since = 0.0 if options.job else swarm.clock()
+        self.path = str(swarm.repo.workdir or swarm.repo.common_dir)
+        self.done = _fork.Event()
+        self.guard = IndexGuard(swarm.ledger)
+        self.terminated = False  # set by SIGTERM; the next poll stops the run
+        self.ledger = swarm.ledger
+        self.watch: RemoteWatch | None = None
+        self.siblings: Siblings | None = None
+        self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings
+        self.remote_state = RemoteState()
+        self.push_problem = ""
+        if options.remote is not None:
+            self.ledger = RemoteLedger(swarm.ledger, Arbiter(swarm, options.remote), options.clock_skew)
+            self.siblings = Siblings(options.workers)
+            self.watch = RemoteWatch(self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes)
+
+    def _start_worker(self) -> None:
+        owner = f"w-{new_id()[-8:]}"
+        if self.options.remote is not None:  # seen by every machine: say whose worker it is
+            owner = machine_owner(self.swarm.actor, owner)
+        pgid = _fork.Value("i", 0, lock=False)
+        crew = None
+        if self.siblings is not None:
+            slot = min(set(range(self.options.workers)) - set(self.slots.values()))
+            self.siblings.seat(slot, owner)
+            self.slots[owner] = slot
+            crew = Crew(self.siblings, slot)
+        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew)
+        process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
+        process.start()
+        self.workers[owner] = process
+        self.adapter_pgids[owner] = pgid
+
+    def run(self) -> set[str]:
+        """Work until done; the jobs whose tasks changed meanwhile.
+
+        Ctrl-C, SIGTERM (raised as Terminated) and any error stop every worker
+        and requeue what they held.
+        """
+        started = time.monotonic()
+        self.on_event({"event": "start", "job": self.options.job, "workers": self.options.workers})
+        with self._sigterm_stops():
+            finished = False
+            if self.watch is not None:
+                self.watch.start()
+            try:
+                for _ in range(self.options.workers):
+                    self._start_worker()
+                self._supervise()
+                finished = True
+            finally:
+                if self.watch is not None:
+                    self.watch.stop()
+                if not finished:
+                    self.stop()
+                    with contextlib.suppress(sqlite3.DatabaseError):  # an index that failed for good has nothing to say
+                        self._report()
+        self._report()
+        self.on_event({"event": "done", "job": self.options.job, "wall": round(time.monotonic() - started, 3)})
+        return {job for job, _ in self.seen}
+
+    def _supervise(self) -> None:
+        """Poll until the work is done. An index that fails is rebuilt and the polling goes on."""
+        while not self.terminated:
+            try:
+                self.swarm.index.check_file()
+                self._reap()
+                if self.watch is None:
+                    self.swarm.ledger.expire(self.swarm.clock())
+                else:
+                    self._remote_events()
+                self._report()
+                done = is_done(self.swarm, self.options)
+            except sqlite3.DatabaseError as exc:
+                self.guard.recover(exc)
+                continue
+            self.guard.ok()
+            if done:
+                self.done.set()
+                if not any(p.is_alive() for p in self.workers.values()):
+                    return
+            else:
+                while len(self.workers) < self.options.workers:  # replace the workers that died
+                    self._start_worker()
+            # Wake early when a worker exits: the last one out ends the run.
+            wait([p.sentinel for p in self.workers.values()], timeout=POLL_SECONDS)
+        raise Terminated("terminated by SIGTERM: workers stopped, their tasks requeued")
+
+    @contextlib.contextmanager
+    def _sigterm_stops(self) -> Iterator[None]:
+        """While supervising, SIGTERM stops the run at the next poll, as Ctrl-C does, instead
+        of killing the supervisor and leaving its workers' leases to run out."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # only the main thread can handle signals
+            return
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        self.terminated = True
+
+    def _reap(self) -> None:
+        for owner, process in list(self.workers.items()):
+            if process.is_alive():
+                continue
+            process.join()
+            requeued = self.release(owner)  # should the index fail here, the next poll releases it again
+            del self.workers[owner]
+            self.slots.pop(owner, None)
+            if process.exitcode != 0 or requeued:
+                self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued})
+
+    def release(self, owner: str) -> list[str]:
+        """A worker is gone: kill the adapter it left running and requeue its tasks."""
+        shared = self.adapter_pgids.pop(owner, None)
+        if shared is not None and shared.value:
+            try:
+                os.killpg(shared.value, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        expired = self.ledger.expire(self.swarm.clock(), owner=owner)
+        return [f"{job}/{task}" for job, task in expired]
+
+    def stop(self) -> None:
+        """SIGTERM every worker (each kills its adapter's group), then requeue what they held."""
+        for process in self.workers.values():
+            if process.is_alive():
+                process.terminate()
+        for process in self.workers.values():
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for owner in list(self.workers):
+            # With an index that failed for good, the leases run out instead: `gitswarm recover` requeues them.
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self.release(owner)
+        self.workers.clear()
+
+    def _remote_events(self) -> None:
+        """Say when the remote stops or starts answering, and which leases were expired elsewhere's."""
+        assert self.watch is not None
+        state = self.watch.state()
+        if state.expired:
+            self.on_event({"event": "expired", "tasks": list(state.expired)})
+        for job, why in state.refused:
+            if job not in dict(self.remote_state.refused):
+                self.on_event({"event": "refused", "job": job, "remote": self.options.remote, "why": why})
+            if job == self.options.job:
+                raise WorkFailed(f"job {job}: what {self.options.remote} holds is refused here: {why}")
+        if (state.reachable, state.said) != (self.remote_state.reachable, self.remote_state.said):
+            self.on_event({"event": "remote", "remote": self.options.remote, "what": "fetch", "reachable": state.reachable,
+                           "said": state.said, "retry_in": state.retry_in})
+        self.remote_state = state
+        problem = self.siblings.problem() if self.siblings is not None else ""
+        if problem != self.push_problem:  # the workers' pushes stopped landing (a hook, no push rights, down), or land again
+            self.push_problem = problem
+            self.on_event({"event": "remote", "remote": self.options.remote, "what": "push", "reachable": not problem,
+                           "said": problem, "retry_in": 0.0})
+
+    def _report(self) -> None:
+        for job, task, state, attempts, error, updated in self.swarm.index.changed_tasks(self.since, self.options.job):
+            self.since = max(self.since, updated)
+            key = (job, task)
+            if self.seen.get(key) == (state, attempts):
+                continue
+            self.seen[key] = (state, attempts)
+            self.on_event({"event": "task", "job": job, "task": task, "state": state, "attempt": attempts, "error": error})

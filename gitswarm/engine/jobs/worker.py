@@ -1,0 +1,360 @@
+"""A worker: claim a task, run its adapter while renewing the lease, write the result.
+
+One iteration per `step()` call, with an injectable clock, so the loop can be
+driven and tested a step at a time. A worker that loses its lease, or whose
+supervisor is gone, kills its adapter's process group at once and writes
+nothing. A query that fails on the index (a damaged, truncated or deleted
+file) has the index rebuilt from the refs, and the work goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
+from gitswarm.adapters.process import ProcessResult, run_process
+from gitswarm.adapters.registry import Registry, repo_registry
+from gitswarm.engine.config import Config, load_config, worktree_root
+from gitswarm.engine.delegation.attempt import Delegation
+from gitswarm.engine.delegation.integrity import runs_in_users_tree
+from gitswarm.engine.delegation.readonly import ReadOnly
+from gitswarm.engine.jobs.steering import deliver
+from gitswarm.engine.knowledge.followup_section import continuation
+from gitswarm.engine.knowledge.memory import auto_promote
+from gitswarm.engine.knowledge.memory_section import memory_section
+from gitswarm.engine.knowledge.packet import build_packet
+from gitswarm.engine.knowledge.skills import skills_section
+from gitswarm.engine.machines.claim_ahead import Claiming, Pipeline
+from gitswarm.engine.machines.crew import Crew
+from gitswarm.engine.machines.remote_leases import RemoteLedger
+from gitswarm.engine.routing.route import route
+from gitswarm.model.artifacts import BlobRef, Run
+from gitswarm.model.errors import BadInput, LeaseLost
+from gitswarm.model.late_instructions import FollowUp
+from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
+from gitswarm.model.routing import Route
+from gitswarm.store.gitrepo import GitCommandError
+from gitswarm.store.index import IndexBroken
+from gitswarm.store.jobs import Snapshot
+from gitswarm.store.leases import Lease, Ledger
+from gitswarm.store.worktrees import Worktrees
+
+CANCEL_POLL_SECONDS = 0.25
+MIN_RENEW_SECONDS = 0.75  # a lease nearly out is renewed at most every 0.25 s (a third of this)
+RENEW_RETRY_SECONDS = 1.0  # after a remote renewal that did not land
+INDEX_RECOVERIES = 3  # index failures in a row that are rebuilt before giving up
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    lease: float = DEFAULT_LEASE_SECONDS
+    output_cap: int = DEFAULT_OUTPUT_CAP
+    job: str | None = None
+    exclude: frozenset[str] = frozenset()  # adapters whose preflight failed: never leased here
+    skip_jobs: frozenset[str] = frozenset()  # pulled jobs not trusted here: never leased
+    trusted_remotes: frozenset[str] = frozenset()  # `work --trust REMOTE`: jobs pulled from these may run
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did: nothing to claim (lease None), or ran a task to this end."""
+
+    lease: Lease | None
+    accepted: bool = False
+    ok: bool = False
+    error: str | None = None
+
+
+class IndexGuard:
+    """Rebuild the index when a query on it fails; after a few failures with no
+    success in between, raise IndexBroken rather than loop for ever."""
+
+    def __init__(self, ledger: Ledger, tries: int = INDEX_RECOVERIES) -> None:
+        self.ledger = ledger
+        self.tries = tries
+        self.failures = 0
+
+    def recover(self, exc: sqlite3.DatabaseError) -> None:
+        """The index failed with `exc`: rebuild it from the refs (or reopen the one another process rebuilt)."""
+        while True:
+            self.failures += 1
+            if self.failures > self.tries:
+                raise IndexBroken(f"the index {self.ledger.index.path} kept failing after {self.tries} rebuilds: {exc}") from exc
+            try:
+                self.ledger.index.recover(self.ledger.refs)
+                return
+            except sqlite3.DatabaseError as again:
+                exc = again
+
+    def ok(self) -> None:
+        """A query went through: the count of failures in a row starts again."""
+        self.failures = 0
+
+
+class Worker:
+    def __init__(
+        self,
+        ledger: Ledger,
+        workdir: Path,
+        owner: str,
+        options: WorkerOptions = WorkerOptions(),
+        clock: Callable[[], float] = time.time,
+        write_blob: Callable[[bytes], str] | None = None,
+        on_adapter: Callable[[int], None] = lambda pgid: None,
+        registry: Registry | None = None,
+        worktrees: Worktrees | None = None,
+        supervised: Callable[[], bool] = lambda: True,
+        crew: Crew | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.crew = crew  # `work --remote`: this machine's workers claim for each other (engine/machines/crew.py)
+        self.pipeline: Pipeline | None = None  # `work --remote`: round trips while tasks run (engine/machines/claim_ahead.py)
+        if crew is not None and isinstance(ledger, RemoteLedger):
+            claiming = Claiming(owner, options.lease, options.job, options.exclude, options.skip_jobs, crew.siblings.slots)
+            self.pipeline = Pipeline(ledger, claiming, crew, clock)
+            ledger.on_problem = functools.partial(crew.siblings.report, crew.slot)  # the supervisor says why pushes do not land
+        self.workdir = workdir
+        self.owner = owner
+        self.options = options
+        self.clock = clock
+        repo = ledger.refs.repo
+        self.write_blob = write_blob or repo.write_blob
+        self.on_adapter = on_adapter  # told each adapter's process group id, and 0 when it is gone
+        self.registry = registry or repo_registry(repo.workdir)
+        self._worktrees = worktrees  # resolved when first needed: a bad [worktrees] root fails a task, not the worker
+        self.next_lease: Lease | None = None  # claimed together with the last finish
+        self.supervised = supervised  # False once the supervisor is gone: stop, write nothing
+        self.guard = IndexGuard(ledger)
+
+    @property
+    def worktrees(self) -> Worktrees:
+        """Where delegations and read-only checkouts go (reads `.gitswarm.toml` once; BadInput if it is invalid)."""
+        if self._worktrees is None:
+            repo = self.ledger.refs.repo
+            self._worktrees = Worktrees(repo.workdir or repo.common_dir, repo.common_dir, worktree_root(repo.workdir, repo.common_dir))
+        return self._worktrees
+
+    def step(self) -> StepResult:
+        """Claim one task and run it to the end; StepResult(None) when nothing is claimable."""
+        lease, self.next_lease = self.next_lease, None
+        if lease is None and self.pipeline is not None:
+            lease = self.pipeline.next_lease()
+        elif lease is not None and self.pipeline is not None:
+            self.pipeline.took(lease)  # claimed with the last finish
+        elif lease is None:
+            lease = self.ledger.claim(
+                self.owner,
+                self.options.lease,
+                self.clock(),
+                job_id=self.options.job,
+                exclude=self.options.exclude,
+                skip_jobs=self.options.skip_jobs,
+            )
+        if lease is None:
+            return StepResult(None)
+        return self.execute(lease)
+
+    def execute(self, lease: Lease) -> StepResult:
+        spec = lease.spec
+        background = self.pipeline.background if self.pipeline is not None else None
+        heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised, background)
+        try:
+            # Read once per attempt, and only for an agent's: the packet and the routing both need it.
+            config = Config() if spec.adapter == "shell" else load_config(self.ledger.refs.repo.workdir)
+            ctx = self._context(lease, config)
+            routed = self._route(lease, config)
+            adapter = self.registry.get(routed.adapter if routed is not None else spec.adapter)
+            ctx = dataclasses.replace(ctx, route=routed)
+            auditor = self.registry.get(spec.auditor) if spec.auditor else None
+            if spec.mode == "implement":
+                if lease.base is None:
+                    raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
+                delegation = Delegation(
+                    self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor, lambda n: self._steer(lease, n)
+                )
+                follow = self._follow_up(lease)
+                if follow is not None and follow.resume_session:
+                    ctx = dataclasses.replace(ctx, session=follow.session)
+                outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost is not None, follow)
+            elif runs_in_users_tree(spec.mode, spec.adapter):
+                outcome = execute(adapter, spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
+            else:
+                if lease.base is None:
+                    raise BadInput(
+                        f"task {spec.id}: the job has no base commit for a read-only analyze task "
+                        "(submitted by an older gitswarm?): submit it again"
+                    )
+                readonly = ReadOnly(self.ledger.refs.repo, self.worktrees.root, self._store_blob, self.clock)
+                outcome = readonly.run(adapter, ctx, lease.base, spec, self._runner(heartbeat))
+        except (BadInput, GitCommandError) as exc:
+            outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
+        if heartbeat.lost:
+            if self.pipeline is not None:  # never run again by this worker; on the remote, free at once
+                self.pipeline.give_up(lease)
+            return StepResult(lease, accepted=False, error=heartbeat.lost)
+        if self.pipeline is not None:
+            if self.pipeline.hold(lease, outcome):  # pushed while the next task runs
+                return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
+            self.pipeline.flush()
+        return self._finish(lease, outcome)
+
+    def _context(self, lease: Lease, config: Config) -> RunContext:
+        """Where the task runs and, for an agent, the prompt packet and what it may still spend."""
+        ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
+        if lease.spec.adapter == "shell":
+            return ctx
+        snapshot = self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
+        budget = snapshot.job.budget
+        left = None if budget is None or budget.max_usd is None else max(budget.max_usd - snapshot.state.spent_usd, 0.0)
+        repo = self.ledger.refs.repo
+        recalled = memory_section(repo, self.ledger.refs, snapshot.job, lease.spec, lease.base, config.memory, self.clock())
+        skills, chosen = skills_section(repo.workdir, lease.spec, config.skills)
+        packet = build_packet(snapshot, lease.spec, repo.read_blob, memory=recalled, skills=skills)
+        # A follow-up's continuation and the steering delivered to this attempt come last: they are its newest word.
+        task = snapshot.task(lease.task)
+        sections = continuation(snapshot, task, self.ledger.refs.repo.read_blob) + deliver(self.ledger, lease, snapshot, 0, self.clock())
+        return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left, skills=chosen)
+
+    def _route(self, lease: Lease, config: Config) -> Route | None:
+        """The adapter and model of this attempt, and why (engine/routing/route.py); None for a shell task.
+        After an attempt that failed for a provider reason, `[routing] fallback` may send it elsewhere."""
+        if lease.spec.adapter == "shell":
+            return None
+        previous = None
+        if lease.attempt > 1:
+            snapshot = self._snapshot_of(lease)
+            runs = reversed(snapshot.task(lease.task).artifacts)
+            previous = next((r for a in runs if isinstance(r := snapshot.artifact(a), Run)
+                             and r.routing is not None and r.attempt == lease.attempt - 1), None)
+        return route(lease.spec, self.registry, config.routing, previous, self.options.exclude, config.adapters.disabled,
+                     config.browser.models)
+
+    def _snapshot_of(self, lease: Lease) -> Snapshot:
+        return self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
+
+    def _follow_up(self, lease: Lease) -> FollowUp | None:
+        """The follow-up the leased attempt carries out, if any (it stays in the task record until the next one)."""
+        return None if lease.spec.adapter == "shell" else self._snapshot_of(lease).task(lease.task).follow_up
+
+    def _steer(self, lease: Lease, round_: int) -> str:
+        """The steering delivered to repair round `round_` of the leased attempt ("" when none waits)."""
+        return deliver(self.ledger, lease, self._snapshot_of(lease), round_, self.clock())
+
+    def _runner(self, heartbeat: _Heartbeat) -> Callable[[Invocation], ProcessResult]:
+        def run(invocation: Invocation) -> ProcessResult:
+            try:
+                return run_process(
+                    invocation.argv,
+                    cwd=invocation.cwd,
+                    env=invocation.env,
+                    stdin=invocation.stdin,
+                    timeout=invocation.timeout,
+                    output_cap=self.options.output_cap,
+                    on_tick=heartbeat.tick,
+                    on_start=self.on_adapter,
+                    tick=CANCEL_POLL_SECONDS,
+                )
+            finally:
+                self.on_adapter(0)
+
+        return run
+
+    def _finish(self, lease: Lease, outcome: Outcome) -> StepResult:
+        """Write the result and, in the same critical section, claim the next task.
+
+        If the index fails under the write, it is rebuilt and the write made
+        once more: the fencing token refuses it if the lease did not survive
+        the rebuild (or if the first write had reached the ref after all).
+        """
+        try:
+            try:
+                self.next_lease = self._write(lease, outcome)
+            except sqlite3.DatabaseError as exc:
+                self.guard.recover(exc)
+                self.next_lease = self._write(lease, outcome)
+        except LeaseLost as exc:
+            if self.pipeline is not None:  # never taken up again by this worker, should the remote still hold it
+                self.pipeline.give_up(lease)
+            return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
+        if outcome.ok and lease.spec.mode == "implement":  # its verdict accepted: memory, if `[memory] auto`
+            auto_promote(self.ledger.refs.repo, self.ledger.refs, lease.job, lease.task, self.clock)
+        return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
+
+    def _write(self, lease: Lease, outcome: Outcome) -> Lease | None:
+        _, next_lease = self.ledger.finish_and_claim(
+            lease,
+            outcome.ok,
+            self.clock(),
+            self.options.lease,
+            error=outcome.error,
+            artifacts=outcome.artifacts,
+            retryable=outcome.retryable,
+            job_id=self.options.job,
+            exclude=self.options.exclude,
+            skip_jobs=self.options.skip_jobs,
+        )
+        return next_lease
+
+    def _store_blob(self, data: bytes, dropped: int) -> BlobRef:
+        return BlobRef(oid=self.write_blob(data), size=len(data) + dropped, truncated=dropped)
+
+
+class _Heartbeat:
+    """Called on every tick of a running process: renew when due, stop if the lease
+    or the supervisor is gone (`lost` says which)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        lease: Lease,
+        clock: Callable[[], float],
+        ttl: float,
+        guard: IndexGuard,
+        supervised: Callable[[], bool] = lambda: True,
+        background: Callable[[], None] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.lease = lease
+        self.background = background  # work done while the task runs (engine/machines/claim_ahead.py)
+        self.clock = clock
+        self.ttl = ttl
+        self.renewed = clock()
+        # A third of the lease: of --lease, or of the shorter one a remote claim may carry (engine/machines/remote_leases.py).
+        self.interval = max(min(ttl, lease.expires - self.renewed), MIN_RENEW_SECONDS) / 3
+        self.guard = guard
+        self.supervised = supervised
+        self.lost: str | None = None
+
+    def tick(self) -> str | None:
+        if not self.supervised():
+            self.lost = "supervisor gone"
+            return self.lost
+        now = self.clock()
+        try:
+            if now - self.renewed >= self.interval:
+                before = self.lease.expires
+                self.lease = self.ledger.renew(self.lease, self.ttl, now)
+                self.renewed = now
+                # Renewed: a third of the new lease. A remote renewal that did not land (the remote did not
+                # answer) leaves the deadline where it was: tried again in a second (engine/machines/remote_leases.py).
+                extended = self.lease.expires > before
+                self.interval = max(min(self.ttl, self.lease.expires - now), MIN_RENEW_SECONDS) / 3 if extended else RENEW_RETRY_SECONDS
+            if not self.ledger.held(self.lease, now):  # every tick: the agent stops at the deadline, renewed or not
+                raise LeaseLost("lease no longer held")
+        except LeaseLost:
+            self.lost = "lease lost"
+            return self.lost
+        except sqlite3.DatabaseError as exc:
+            self.guard.recover(exc)  # the next tick asks the rebuilt index whether the lease survived
+            return None
+        self.guard.ok()
+        if self.background is not None:
+            self.background()
+        return None

@@ -1,0 +1,222 @@
+"""The remote as arbiter (`work --remote`): offer commits to it, adopt what it accepted, catch up with it.
+
+Every machine of a swarm writes its claims, renewals, expiries and finishes
+to a job's ref on one git remote, each as a commit built on the tip this
+clone last saw there and pushed as a fast-forward. The remote's
+receive-pack updates a ref only from the value the push was built on: that
+is the compare-and-swap that decides between machines, and no server of
+ours is needed. An offer the remote refused was built on a stale tip: the
+job is fetched again, merged by the op-log rules, and the caller builds its
+operation again on what it now knows. Only an accepted commit moves the
+local job ref (by compare-and-swap, like every local write).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import re
+import socket
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gitswarm.engine.sharing.share import (
+    PullReport,
+    fetch,
+    fetch_jobs,
+    integrate_jobs,
+    integrate_tip,
+    pull_limits,
+    remote_key,
+    transport,
+)
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.artifacts import Artifact
+from gitswarm.model.errors import WorkFailed
+from gitswarm.model.reducer import Change
+from gitswarm.store import layout
+from gitswarm.store.jobs import COMMITTER, Snapshot
+from gitswarm.store.pulled_jobs import Intake
+from gitswarm.store.pulled_notes import pull_notes
+from gitswarm.store.remote import GitTransport
+
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# What a refused push says when another machine got there first (the client's check, or the server's
+# compare-and-swap under its ref lock); anything else is a refusal that trying again will not change.
+LOST_RACE = (
+    "non-fast-forward", "fetch first", "stale info", "failed to update ref", "cannot lock ref", "failed to lock",
+    "atomic transaction failed",  # receive-pack's ref transaction lost its compare-and-swap (an --atomic push)
+)
+BACKOFF_BASE_SECONDS = 0.05
+BACKOFF_CAP_SECONDS = 5.0
+
+
+def machine_owner(actor: str, worker: str) -> str:
+    """A worker's name as every machine of a swarm sees it in the records: host, clone (actor), worker."""
+    host = _NOT_IN_NAME.sub("-", socket.gethostname()).strip("-._")[:24] or "host"
+    return f"{host}.{actor[-6:]}.{worker}"
+
+
+def refusal(rejected: Sequence[str]) -> tuple[bool, str]:
+    """Of the `!` lines of a refused `git push --porcelain`: whether another push got there first, and why it
+    was refused. The collateral lines of an atomic push ("atomic push failed") say nothing of their own."""
+    reasons = [line.rsplit("\t", 1)[-1] for line in rejected if "atomic push failed" not in line] or list(rejected)
+    return any(race in reason for reason in reasons for race in LOST_RACE), reasons[0] if reasons else "refused"
+
+
+class RemoteRefused(WorkFailed):
+    """The remote holds a history of the job that does not pass the checks every pull makes
+    (forged, corrupt, from a newer gitswarm): nothing of it is taken, nothing more is offered."""
+
+
+class Offered(enum.Enum):
+    ACCEPTED = "accepted"
+    MOVED = "moved"  # the remote's tip is not the one the offer was built on
+    UNREACHABLE = "unreachable"  # the remote did not answer (down, network, credentials)
+    REJECTED = "rejected"  # the remote refused it for another reason (a hook, a protected ref, no push rights)
+
+
+@dataclass
+class Backoff:
+    """Full-jitter exponential backoff: a random wait up to base·2ⁿ, at most `cap`, so that
+    machines refused together do not come back together."""
+
+    base: float = BACKOFF_BASE_SECONDS
+    cap: float = BACKOFF_CAP_SECONDS
+    failures: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next(self) -> float:
+        """The wait before the next try (and count this failure)."""
+        ceiling = min(self.cap, self.base * 2.0**self.failures)
+        self.failures += 1
+        return self.rng.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Arbiter:
+    """One repository's link to the remote that arbitrates its jobs."""
+
+    def __init__(self, swarm: Swarm, remote: str, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.swarm = swarm
+        self.remote = remote
+        self.key = remote_key(swarm, remote)  # BadInput for an unknown remote, before anything runs
+        self.transport: GitTransport = transport(swarm)
+        self.sleep = sleep
+        self.said = ""  # what the remote last said when it did not answer
+        self.refused: dict[str, str] = {}  # jobs whose history there this clone refused, and why
+
+    def sync(self, jobs: Collection[str] | None = None) -> PullReport:
+        """Fetch the jobs (all, or only `jobs`) and merge them into the local refs and index.
+        WorkFailed when the remote cannot be reached."""
+        fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
+        report = PullReport(remote=self.remote)
+        integrate_jobs(self.swarm, self.key, report, jobs)
+        self.refused.update(report.invalid)
+        named = sorted(set(jobs or ()) & set(report.invalid))
+        if named:
+            raise RemoteRefused(f"job {named[0]}: what {self.remote} holds is refused here: {report.invalid[named[0]]}")
+        return report
+
+    def try_sync(self, jobs: Collection[str] | None = None) -> bool:
+        """sync(), False (and `said` set) when the remote could not be reached; RemoteRefused as sync()."""
+        try:
+            self.sync(jobs)
+        except RemoteRefused:
+            raise
+        except WorkFailed as exc:
+            self.said = str(exc)
+            return False
+        return True
+
+    def offer(self, job_id: str, tip: str, branch: tuple[str, str] | None = None) -> Offered:
+        """Push `tip` as the job's new remote tip (a fast-forward), with an implement task's head
+        (`branch`: task id, commit) in the same atomic push. Nothing local moves."""
+        updates = {layout.job_ref(job_id): tip}
+        expect: Mapping[str, str | None] = {}
+        if branch is not None:
+            ref = layout.branch_ref(job_id, branch[0])
+            updates[ref] = branch[1]
+            expect = {ref: self._remote_branch(job_id, branch[0])}
+        done = self.transport.offer(self.remote, updates, expect)
+        if done.ok:
+            return Offered.ACCEPTED
+        if not done.rejected:
+            self.said = done.said or "no answer"
+            return Offered.UNREACHABLE
+        raced, reason = refusal(done.rejected)
+        self.said = f"{self.remote} refused the push: {reason}"
+        return Offered.MOVED if raced else Offered.REJECTED
+
+    def seen(self, job_id: str, task_id: str | None = None) -> tuple[str | None, str | None]:
+        """The job's tip (and a task's pushed head) on the remote, as last fetched."""
+        return (
+            self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}"),
+            None if task_id is None else self._remote_branch(job_id, task_id),
+        )
+
+    def _remote_branch(self, job_id: str, task_id: str) -> str | None:
+        """What the remote's branch of the task held when last fetched (None: it had none). Stale, the
+        push is refused ("stale info"), the job and its branches fetched, and the finish offered again."""
+        return self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/branches/{job_id}/{task_id}")
+
+    def adopt(self, snapshot: Snapshot, tip: str, change: Change, artifacts: Collection[Artifact] = ()) -> None:
+        """The remote accepted `tip` (built on `snapshot`): move the local ref to it, or merge it in when
+        the local ref moved meanwhile."""
+        swarm = self.swarm
+        repo, index = swarm.repo, swarm.index
+        where = layout.job_ref(snapshot.job_id)
+        with index.immediate():
+            current = repo.read_ref(where)
+            if current == snapshot.tip:
+                repo.cas_ref(where, tip, current, "gitswarm: accepted by the remote")
+                index.record(snapshot.job, change.state, tip, change.tasks.values(), artifacts)
+                return
+        integrate_tip(swarm, snapshot.job_id, tip)  # another process here moved it meanwhile: merge ours in
+
+    def publish(self, jobs: Collection[str], attempts: int = 8) -> list[str]:
+        """Push the local tips of `jobs` the remote does not hold yet (a new job, a summary, a cancel made
+        here), merging what the remote holds first when it moved; returns the jobs pushed.
+        WorkFailed when the remote does not answer."""
+        pushed = []
+        for job_id in sorted(jobs):
+            for _ in range(attempts):
+                tip = self.swarm.repo.read_ref(layout.job_ref(job_id))
+                shadow = self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}")
+                if tip is None or tip == shadow:
+                    break
+                offered = self.offer(job_id, tip)
+                if offered is Offered.ACCEPTED:
+                    self.swarm.repo.cas_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}", tip, shadow, "gitswarm: published")
+                    pushed.append(job_id)
+                    break
+                if offered is not Offered.MOVED:
+                    raise WorkFailed(f"push to {self.remote} failed: {self.said}")
+                self.sleep(Backoff(base=0.05).next())
+                self.sync([job_id])
+            else:
+                raise WorkFailed(f"push to {self.remote}: job {job_id}: the remote kept moving")
+        return pushed
+
+    def publish_notes(self, attempts: int = 4) -> bool:
+        """Push the verdict notes (`refs/notes/swarm`) when the remote lacks some, merging the remote's
+        first when it moved (the pull's own notes intake); True when they are there. WorkFailed when
+        the remote does not answer."""
+        repo = self.swarm.repo
+        for _ in range(attempts):
+            ours = repo.read_ref(layout.NOTES_REF)
+            if ours is None:
+                return True
+            done = self.transport.push(self.remote, [f"{layout.NOTES_REF}:{layout.NOTES_REF}"])
+            if done.ok:
+                return True
+            if not done.rejected:
+                raise WorkFailed(f"push to {self.remote} failed: {done.said or 'no answer'}")
+            fetch(self.swarm, self.remote, self.key)
+            intake = Intake(repo, pull_limits(self.swarm))
+            who = (COMMITTER, f"{self.swarm.actor}@gitswarm")
+            pull_notes(repo, repo.read_ref(f"refs/gitswarm/shadow/{self.key}/notes/swarm"), intake, who, self.swarm.clock())
+        return False

@@ -1,0 +1,378 @@
+"""Leases across machines: the ledger's transitions, each accepted by the remote before it counts.
+
+A claim, a renewal, an expiry and a finish are built on the job's tip as
+this clone last saw it on the remote, and offered to the remote
+(engine/machines/arbiter.py); only once the remote accepted the commit does the
+local ref move and the worker act on it: no agent starts before its claim
+is on the remote. Refused, the job is fetched and merged, and the
+operation is built again, which checks it again: a task someone else
+claimed meanwhile is not claimed twice, a finish whose lease was expired
+elsewhere raises LeaseLost as it does locally.
+
+The lease lives in the task record (`lease_expires`): the task's timeout
+plus a grace, at most the worker's lease length; a task that may run longer
+pushes a renewal when a third of its lease has passed. Any participant may
+expire a lease whose deadline passed more than the clock-skew allowance ago.
+Operations that do not decide who runs what (cancel, retry, steering,
+summaries) stay local and travel with the next accepted commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
+from gitswarm.model.artifacts import Artifact, Patch
+from gitswarm.model.budget import exhausted
+from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
+from gitswarm.model.ops import BudgetStopped, LeaseExpired, LeaseRenewed, Op, TaskClaimed
+from gitswarm.model.records import Task, TaskSpec, TaskState
+from gitswarm.model.reducer import Change, apply
+from gitswarm.store.jobs import Snapshot
+from gitswarm.store.leases import Built, Lease, Ledger, granted_lease
+
+LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
+DEFAULT_CLOCK_SKEW_SECONDS = 5.0
+OFFER_ROUNDS = 64  # refusals in a row (the remote kept moving) before an operation gives up
+CLAIM_PICKS = 8
+REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep taking them first
+
+
+class RemoteUnavailable(WorkFailed):
+    """The remote did not answer (or kept moving); nothing was written anywhere."""
+
+
+class RemoteRejected(WorkFailed):
+    """The remote refused a push for a reason trying again will not change (a hook, a protected ref,
+    no right to push); nothing was written anywhere."""
+
+
+class RemoteLedger(Ledger):
+    """A Ledger whose lease transitions are decided by a git remote (`work --remote`)."""
+
+    def __init__(
+        self, ledger: Ledger, arbiter: Arbiter, clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(ledger.refs, ledger.index, ledger.trusted_remotes)
+        self.arbiter = arbiter
+        self.clock_skew = clock_skew
+        self.clock = clock or arbiter.swarm.clock
+        self.problem = ""  # why the last push did not land, while that lasts ("" once one did)
+        self.on_problem: Callable[[str], None] = lambda problem: None
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def offer(
+        self, job_id: str, build: Callable[[Snapshot], Built], patient: bool = False, branch: tuple[str, str] | None = None,
+    ) -> tuple[Snapshot, Change]:
+        """Build on the local tip, have the remote accept it, then move the local ref.
+
+        Refused: fetch and merge the job, build again (`build` raises LeaseLost or
+        InvalidTransition when what it was to do no longer applies). Unreachable, or
+        rejected for another reason (a hook, no push rights): RemoteUnavailable or
+        RemoteRejected, or with `patient`, back off with jitter and try again until it
+        lands (a finish is kept until it lands or its lease is lost). Whoever listens
+        to `on_problem` is told why pushes do not land, and when they land again.
+        """
+        # Refused: another machine got there first; the fetch that follows is the real wait, so the sleep
+        # stays short (a long one stalls the worker longer than the round trip it saves).
+        refused, unreachable = Backoff(base=0.01, cap=REFUSED_BACKOFF_CAP_SECONDS), Backoff()
+        round_ = 0
+        while patient or round_ < OFFER_ROUNDS:  # a finish is kept as long as it may still land
+            round_ += 1
+            snapshot = self._snapshot(job_id)
+            ops, artifacts = build(snapshot)
+            tip, change = self.refs.commit_ops(snapshot, ops, artifacts)
+            seen = self.arbiter.seen(job_id, branch[0] if branch else None)
+            offered = self.arbiter.offer(job_id, tip, branch)
+            if offered is Offered.MOVED and not self._moved(job_id, seen, branch):
+                offered = Offered.REJECTED  # "refused" yet nobody moved it: the server's own failure, said
+            if offered is Offered.ACCEPTED:
+                self.arbiter.adopt(snapshot, tip, change, artifacts)
+                self._said("")
+                return snapshot, change
+            if offered is Offered.REJECTED:
+                self._said(self.arbiter.said)
+                if not patient:
+                    raise RemoteRejected(self.arbiter.said)
+            if offered is not Offered.MOVED:  # unreachable, or rejected and kept: wait until it would land
+                if offered is Offered.UNREACHABLE:
+                    self._said(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
+                if not patient:
+                    raise RemoteUnavailable(f"remote {self.arbiter.remote} did not answer: {self.arbiter.said}")
+                while True:  # wait for it: a refusal count is no measure of an outage
+                    self.arbiter.sleep(unreachable.next())
+                    if self.arbiter.try_sync([job_id]):
+                        break
+                if offered is Offered.UNREACHABLE:
+                    unreachable.reset()  # it answers again; a rejection keeps its backoff growing, to 5 s
+                continue
+            # Lost a race: _moved fetched what won it. The first refusal is answered at once (that fetch took a
+            # round trip anyway); later ones wait a little, jittered, so that machines refused together part.
+            if round_ > 1:
+                self.arbiter.sleep(refused.next())
+        raise RemoteUnavailable(f"job {job_id}: the remote kept moving; gave up after {OFFER_ROUNDS} offers")
+
+    def _moved(self, job_id: str, seen: tuple[str | None, str | None], branch: tuple[str, str] | None) -> bool:
+        """Whether the remote moved since `seen` (fetched now): a refusal that says "lost a race" (receive-pack says
+        "atomic transaction failed" for a stale lock or a full disk too) is one only if somebody else's push landed."""
+        if not self.arbiter.try_sync([job_id]):
+            return True  # no answer now: the next round finds out
+        return self.arbiter.seen(job_id, branch[0] if branch else None) != seen
+
+    def _said(self, problem: str) -> None:
+        """Tell whoever listens (the supervisor, through engine/machines/crew.py) why pushes do not land, or that they do."""
+        if problem != self.problem:
+            self.problem = problem
+            self.on_problem(problem)
+
+    def lease_length(self, spec: TaskSpec, ttl: float) -> float:
+        """How long a claim of a task holds before it must be renewed: its timeout plus a grace, at most `ttl`."""
+        return min(spec.timeout + LEASE_GRACE_SECONDS, ttl)
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
+    ) -> Lease | None:
+        """Lease one queued task once the remote accepted the claim; None when there is none
+        (as this clone knows) or the remote did not answer."""
+        for _ in range(CLAIM_PICKS):
+            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs | frozenset(self.arbiter.refused))
+            if pick is None:
+                return None
+            try:
+                lease = self._claim_chosen(*pick, owner, ttl, now)
+            except (InvalidTransition, LeaseLost):
+                continue  # another machine took it first: choose again from what the refusal brought
+            except RemoteRefused:
+                continue  # that job is not taken from the remote any more; choose from the others
+            except (RemoteUnavailable, RemoteRejected):
+                return None
+            return lease
+        return None
+
+    def claim_for(
+        self, owners: Sequence[str], ttl: float, now: float, job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(), skip_jobs: frozenset[str] = frozenset(),
+    ) -> list[Lease]:
+        """Claim a task for each of `owners` (this worker first, then its idle siblings) in one push:
+        tasks of one job, as many as are queued there. The leases granted, in the order of `owners`
+        they went to (fewer when fewer tasks were queued)."""
+        if len(owners) == 1:
+            lease = self.claim(owners[0], ttl, now, job_id, exclude, skip_jobs)
+            return [] if lease is None else [lease]
+        skip = skip_jobs | frozenset(self.arbiter.refused)
+        granted: list[tuple[str, str]] = []
+
+        def build(s: Snapshot) -> Built:
+            if exhausted(s.job, s.state, now) is not None:
+                raise InvalidTransition("the job's budget is spent")
+            query, params = self._claim_query(now, s.job_id, exclude, skip)
+            rows = [task for _, task, _ in self.index.db.execute(query, [*params[:-1], len(owners) * 2])]
+            queued = [t for t in (s.task(task) for task in rows) if t.state is TaskState.QUEUED][: len(owners)]
+            granted[:] = list(zip(owners, (t.id for t in queued)))
+            if not granted:
+                raise InvalidTransition("nothing queued")
+            return [self._claim_op(s, task, owner, ttl, now, after=i) for i, (owner, task) in
+                    enumerate(zip(owners, queued))], ()
+
+        for _ in range(CLAIM_PICKS):
+            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip)
+            if pick is None:
+                return []
+            try:
+                snapshot, change = self.offer(pick[0], build)
+            except (InvalidTransition, LeaseLost, RemoteRefused):
+                continue
+            except (RemoteUnavailable, RemoteRejected):
+                return []
+            return [granted_lease(snapshot, change, task, owner, change.tasks[task].lease_expires or now) for owner, task in granted]
+        return []
+
+    def assigned(self, owner: str, skip: frozenset[tuple[str, str, int]] = frozenset()) -> Lease | None:
+        """A task a sibling claimed for `owner` (running under its name here, and not run yet); `skip`:
+        (job, task, token) of the leases its worker holds otherwise or gave up."""
+        rows = self.index.db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY expires", (owner,)).fetchall()
+        row = next((r for r in rows if (r[0], r[1], r[2]) not in skip), None)
+        if row is None:
+            return None
+        snapshot = self._snapshot(row[0])
+        task = snapshot.task(row[1])
+        if task.state is not TaskState.RUNNING or task.claims != row[2] or task.owner != owner:
+            return None
+        return Lease(snapshot.job_id, task.id, task.claims, owner, task.lease_expires or 0.0, task.attempts, task.spec, snapshot.job.base)
+
+    def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
+        def build(s: Snapshot) -> Built:
+            spent = exhausted(s.job, s.state, now)
+            if spent is not None:
+                return self.refs.next_op(BudgetStopped, s, now, reason=spent), ()
+            return self._claim_op(s, s.task(task_id), owner, ttl, now), ()
+
+        snapshot, change = self.offer(job_id, build)
+        if change.state.stopped:
+            return None
+        task = change.tasks[task_id]
+        return granted_lease(snapshot, change, task_id, owner, task.lease_expires or now)
+
+    def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
+        if task.state is not TaskState.QUEUED:
+            raise InvalidTransition(f"task {task.id} is {task.state.value}, not queued")
+        # The deadline runs from when the claim is built, not from when the caller asked: a finish that
+        # waited out an outage carries a claim of its next task as long as any other.
+        return self.refs.next_op(
+            TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner,
+            lease_expires=max(now, self.clock()) + self.lease_length(task.spec, ttl),
+        )
+
+    def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        """Push a renewal of a live lease. LeaseLost if the remote says it is no longer held; the
+        lease unchanged if the remote did not answer (the heartbeat tries again)."""
+        deadline = [lease.expires]
+
+        def build(s: Snapshot) -> Built:
+            _own(s, lease)
+            deadline[0] = max(now, self.clock()) + self.lease_length(lease.spec, ttl)
+            return self.refs.next_op(LeaseRenewed, s, now, task=lease.task, token=lease.token, lease_expires=deadline[0]), ()
+
+        try:
+            self.offer(lease.job, build)
+        except (RemoteUnavailable, RemoteRejected):
+            return lease
+        except (InvalidTransition, RemoteRefused) as exc:
+            raise LeaseLost(str(exc)) from None
+        return dataclasses.replace(lease, expires=deadline[0])
+
+    def held(self, lease: Lease, now: float) -> bool:
+        """Still ours as this clone last saw the remote, and not past its deadline. Not a moment more: the
+        others wait the clock skew beyond it, the margin for a clock here that runs behind theirs."""
+        row = self.index.lease(lease.job, lease.task)
+        return row is not None and row.owner == lease.owner and row.token == lease.token and row.expires >= now
+
+    def give_up(self, lease: Lease) -> None:
+        """A lease this worker stopped running (lost here, or found stale before it started): push its
+        expiry while it is still current on the remote, so it is run again at once and never twice by us."""
+        now = self.clock()
+
+        def build(s: Snapshot) -> Built:
+            _own(s, lease)
+            return self.refs.next_op(LeaseExpired, s, now, task=lease.task, token=lease.token), ()
+
+        try:
+            self.offer(lease.job, build)
+        except (InvalidTransition, LeaseLost, RemoteRefused, RemoteUnavailable, RemoteRejected):
+            pass  # no longer ours, or the remote will have it expired by its deadline
+
+    def finish(
+        self, lease: Lease, ok: bool, now: float, error: str | None = None, artifacts: Sequence[Artifact] = (),
+        retryable: bool = True,
+    ) -> Task:
+        task, _ = self.finish_and_claim(lease, ok, now, 0.0, error, artifacts, retryable, claim_next=False)
+        return task
+
+    def finish_and_claim(
+        self,
+        lease: Lease,
+        ok: bool,
+        now: float,
+        ttl: float,
+        error: str | None = None,
+        artifacts: Sequence[Artifact] = (),
+        retryable: bool = True,
+        job_id: str | None = None,
+        exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
+        claim_next: bool = True,
+        patient: bool = True,
+    ) -> tuple[Task, Lease | None]:
+        """The finish, and the worker's next claim in the same job, in one commit the remote accepts.
+
+        Pushed until it lands (an implement task's head with it) or its lease turns
+        out lost (LeaseLost): an unreachable remote is waited for, with backoff
+        (not `patient`: RemoteUnavailable, and the caller tries again later).
+        """
+        finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
+        self.refs.write_artifacts(artifacts)
+        picked: list[str | None] = [None]
+
+        def build(snapshot: Snapshot) -> Built:
+            _own(snapshot, lease)
+            op, _ = finish(snapshot)
+            ops: list[Op] = [op]
+            picked[0] = None
+            if claim_next:
+                after = apply(op, snapshot.state, snapshot.task)
+                pick = self._pick(now, job_id, after, lease.job, exclude, skip_jobs)
+                if pick is not None and pick[0] == lease.job and exhausted(snapshot.job, after.state, now) is None:
+                    task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
+                    # The index may have moved past this snapshot (another process here adopted a commit):
+                    # a task no longer queued in it is simply not claimed; the finish never waits on a claim.
+                    if task.state is TaskState.QUEUED:
+                        ops.append(self._claim_op(snapshot, task, lease.owner, ttl, now, after=1))
+                        picked[0] = pick[1]
+            return ops, artifacts
+
+        patches = [a for a in artifacts if isinstance(a, Patch)]
+        branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
+        try:
+            snapshot, change = self.offer(lease.job, build, patient=patient, branch=branch)
+        except (InvalidTransition, RemoteRefused) as exc:
+            raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
+        done = change.tasks[lease.task]
+        if picked[0] is not None:
+            task = change.tasks[picked[0]]
+            return done, granted_lease(snapshot, change, picked[0], lease.owner, task.lease_expires or now)
+        return done, None
+
+    def expire(self, now: float, job_id: str | None = None, owner: str | None = None) -> list[tuple[str, str]]:
+        """Push the expiry of every lease whose deadline passed more than the clock skew ago (any
+        machine's); with `owner`, of every lease that owner holds (a worker of this machine known dead)."""
+        if owner is None:
+            rows = self.index.db.execute(
+                "SELECT job, task, token FROM leases WHERE expires < ? ORDER BY job, task", (now - self.clock_skew,)
+            ).fetchall()
+        else:
+            rows = self.index.db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY job, task", (owner,)).fetchall()
+        expired = []
+        for job, task_id, token in rows:
+            if job_id is not None and job != job_id:
+                continue
+
+            def build(s: Snapshot, task_id: str = task_id, token: int = token) -> Built:
+                task = s.task(task_id)
+                if task.state is not TaskState.RUNNING or task.claims != token:
+                    raise InvalidTransition(f"task {task_id}: claim {token} is no longer current")
+                if owner is None and (task.lease_expires or 0.0) + self.clock_skew >= now:
+                    raise InvalidTransition(f"task {task_id}: its lease was renewed")
+                if owner is not None and task.owner != owner:
+                    raise InvalidTransition(f"task {task_id} is held by {task.owner}")
+                return self.refs.next_op(LeaseExpired, s, now, task=task_id, token=token), ()
+
+            try:
+                self.offer(job, build)
+            except (InvalidTransition, LeaseLost, RemoteRefused):
+                continue
+            except (RemoteUnavailable, RemoteRejected):
+                break
+            expired.append((job, task_id))
+        return expired
+
+
+def _own(snapshot: Snapshot, lease: Lease) -> None:
+    """Raise LeaseLost unless the task is still running under this lease in `snapshot`."""
+    task = snapshot.task(lease.task)
+    if task.state is not TaskState.RUNNING or task.claims != lease.token or task.owner != lease.owner:
+        raise LeaseLost(
+            f"{lease.job}/{lease.task}: lease {lease.token} is no longer held (the task is {task.state.value}"
+            + (f", claimed by {task.owner}" if task.owner and task.owner != lease.owner else "") + "); result refused"
+        )
+

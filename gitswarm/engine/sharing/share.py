@@ -1,0 +1,264 @@
+"""Push and pull of swarm state: the job refs and the verdict notes, with any git remote.
+
+The git CLI does the transport (store/remote.py: credentials, ssh config,
+atomic push); everything else goes through the store's GitRepo. A pull fetches into a shadow namespace, never
+into the live refs, and then moves each live job ref by compare-and-swap,
+inside the index's write lock: adopt a new job, fast-forward one that is
+behind, keep one that is ahead, merge one that diverged (store/oplog.py).
+A job whose pulled records do not decode or break an invariant is kept out
+and named. A push never forces: when the remote moved, it pulls, merges and
+tries again, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitswarm.engine.config import load_config
+from gitswarm.engine.sharing.memory_pull import pull_memory
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFailed
+from gitswarm.model.ids import GENERATED_ID, TASK_ID
+from gitswarm.store import layout
+from gitswarm.store.gitrepo import GitCommandError
+from gitswarm.store.job_merge import Merged, check_tip, merge_job
+from gitswarm.store.jobs import COMMITTER
+from gitswarm.store.memory import MEMORY_REF
+from gitswarm.store.pulled_jobs import Intake, PullLimits
+from gitswarm.store.pulled_notes import pull_notes
+from gitswarm.store.remote import GitTransport
+from gitswarm.store.trust import Trust
+
+SHADOW = "refs/gitswarm/shadow/"
+PUSH_ATTEMPTS = 3
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass
+class PullReport:
+    remote: str
+    new: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    invalid: dict[str, str] = field(default_factory=dict)
+    notes: str = "unchanged"
+    invalid_notes: dict[str, str] = field(default_factory=dict)  # note path -> why its lines were dropped
+    memory: str = "unchanged"  # the memory ref: unchanged, new, updated, merged or invalid
+    invalid_memory: str | None = None  # why the pulled memory was refused
+
+    def view(self) -> dict:
+        return {
+            "remote": self.remote, "new": self.new, "updated": self.updated, "merged": self.merged,
+            "unchanged": self.unchanged, "invalid": self.invalid, "notes": self.notes,
+            "invalid_notes": self.invalid_notes, "memory": self.memory, "invalid_memory": self.invalid_memory,
+        }
+
+
+def remote_key(swarm: Swarm, remote: str) -> str:
+    """The name state from `remote` is kept and trusted under: the remote's name, or a
+    digest of a URL or path given directly. Anything else is bad input."""
+    names = transport(swarm).remote_names()
+    if remote in names:
+        return remote
+    if not remote or remote.startswith("-") or "\0" in remote:
+        raise BadInput(f"invalid remote {remote!r}")
+    if not _looks_like_url(remote) and not Path(remote).expanduser().exists():
+        known = ", ".join(names) or "none"
+        raise BadInput(f"no remote named {remote!r} (remotes here: {known}) and no repository at that path")
+    return "url-" + hashlib.sha256(remote.encode()).hexdigest()[:12]
+
+
+def transport(swarm: Swarm) -> GitTransport:
+    """Fetch and push for the swarm's repository (store/remote.py)."""
+    return GitTransport(swarm.repo.workdir or swarm.repo.common_dir)
+
+
+def _looks_like_url(remote: str) -> bool:
+    """A URL git understands (`scheme://...`, or scp-like `host:path`), as opposed to a path."""
+    if "://" in remote:
+        return True
+    host, colon, _ = remote.partition(":")
+    return bool(colon) and "/" not in host
+
+
+def _shadow(key: str) -> str:
+    if not _REMOTE_NAME.fullmatch(key):
+        raise BadInput(f"remote name {key!r} cannot name a ref namespace")
+    return f"{SHADOW}{key}/"
+
+
+def fetch(swarm: Swarm, remote: str, key: str) -> None:
+    prefix = _shadow(key)
+    try:
+        transport(swarm).fetch(remote, [
+            f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*", f"+{MEMORY_REF}*:{prefix}memory*",
+            f"+{layout.BRANCHES_PREFIX}*:{prefix}branches/*",
+        ])
+    except GitCommandError as exc:
+        raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a pull will do to one job, decided and checked before anything local moves."""
+
+    job: str
+    outcome: str  # new, updated, merged or unchanged
+    ours: str | None  # the local tip the plan was made against
+    theirs: str  # the pulled tip
+    tip: str  # what the live ref will point at
+    merged: Merged | None = None
+
+
+def pull(swarm: Swarm, remote: str) -> PullReport:
+    """Fetch into the shadow namespace, check every job there, then move the live refs.
+
+    Checking and merging happen outside the index's write lock (workers keep
+    renewing their leases meanwhile); the lock is taken per job, only for its
+    ref's compare-and-swap and the index update. The origin of every new job
+    is on disk before any live ref moves, so a pull killed at any point never
+    leaves a pulled job that looks like this clone's own.
+    """
+    key = remote_key(swarm, remote)
+    fetch(swarm, remote, key)
+    prefix = _shadow(key)
+    report = PullReport(remote=remote)
+    repo = swarm.repo
+    integrate_jobs(swarm, key, report)
+    who = (COMMITTER, f"{swarm.actor}@gitswarm")
+    intake = Intake(repo, pull_limits(swarm))
+    report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
+    report.memory, report.invalid_memory = pull_memory(swarm, repo.read_ref(f"{prefix}memory"), intake)
+    return report
+
+
+def pull_limits(swarm: Swarm) -> PullLimits:
+    caps = load_config(swarm.repo.workdir).pull
+    return PullLimits(max_record=caps.max_record, max_pull=caps.max_pull)
+
+
+def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None) -> None:
+    """Fetch the job refs (all, or only `jobs`) of `remote`, and their tasks' pushed heads, into its shadow
+    namespace; WorkFailed if it fails.
+    Fetching every job prunes the shadow of jobs the remote no longer has; fetching some leaves the others."""
+    prefix = _shadow(key)
+    names = ["*"] if jobs is None else list(jobs)
+    specs = [f"+{layout.JOBS_PREFIX}{name}:{prefix}jobs/{name}" for name in names]
+    # With them, the heads their implement tasks pushed (a follow-up starts from one; verify needs it).
+    specs += [f"+{layout.BRANCHES_PREFIX}{name}{'' if name == '*' else '/*'}:{prefix}branches/{name}{'' if name == '*' else '/*'}"
+              for name in names]
+    try:
+        transport(swarm).fetch(remote, specs)
+    except GitCommandError as exc:
+        raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
+
+
+def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[str] | None = None) -> None:
+    """Move the live job refs to hold what the shadow of remote `key` holds (all jobs, or only `jobs`):
+    checked as hostile input, then adopted, fast-forwarded or merged, each by compare-and-swap."""
+    prefix = _shadow(key)
+    repo = swarm.repo
+    intake = Intake(repo, pull_limits(swarm))
+    plans = []
+    for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
+        job_id = ref[len(prefix + "jobs/"):]
+        if jobs is not None and job_id not in jobs:
+            continue
+        try:
+            plans.append(_plan(swarm, intake, job_id, theirs))
+        except GitswarmError as exc:  # the job is refused and named; the rest of the pull goes on
+            report.invalid[job_id] = str(exc)
+    adopted = {plan.job: key for plan in plans if plan.outcome == "new"}
+    if adopted:
+        Trust(repo.common_dir).adopted(adopted)
+    for plan in plans:
+        try:
+            outcome = _apply(swarm, intake, plan)
+        except GitswarmError as exc:
+            report.invalid[plan.job] = str(exc)
+            continue
+        getattr(report, outcome).append(plan.job)
+
+
+def integrate_tip(swarm: Swarm, job_id: str, theirs: str) -> str:
+    """Bring one commit of a job, already in this repository, into the live ref: fast-forward or merge
+    (`work --remote`: a commit the remote accepted while another process here moved the ref)."""
+    intake = Intake(swarm.repo, pull_limits(swarm))
+    return _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
+
+
+def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
+    repo = swarm.repo
+    if not TASK_ID.fullmatch(job_id) or not GENERATED_ID.fullmatch(job_id):
+        raise CorruptRecord(f"ref name {job_id!r} is not a job id")
+    where = layout.job_ref(job_id)
+    ours = repo.read_ref(where)
+    if ours is not None and theirs in repo.commit_info(ours).parents:  # what the last pull merged: no walk needed
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
+    base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
+    if ours == theirs or base == theirs:
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
+    brought = intake.check_job(job_id, theirs, ours)
+    if ours is None or base == ours:
+        check_tip(repo, job_id, theirs, brought if ours is None else None, intake.parsed)  # a new job's commits are all brought
+        return Plan(job_id, "new" if ours is None else "updated", ours, theirs, theirs)
+    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base, remote_only=brought, parsed=intake.parsed)
+    return Plan(job_id, "merged", ours, theirs, merged.tip, merged)
+
+
+def _apply(swarm: Swarm, intake: Intake, plan: Plan) -> str:
+    """Move one live job ref as planned (under the write lock), re-planning if it moved meanwhile."""
+    if plan.outcome == "unchanged":
+        return "unchanged"
+    repo, index = swarm.repo, swarm.index
+    where = layout.job_ref(plan.job)
+    with index.immediate():
+        if repo.read_ref(where) != plan.ours:  # a worker wrote to the job since it was planned
+            plan = _plan(swarm, intake, plan.job, plan.theirs)
+            if plan.outcome == "unchanged":
+                return "unchanged"
+        repo.cas_ref(where, plan.tip, plan.ours, f"gitswarm: pull ({plan.outcome})")
+        if plan.merged is not None:
+            # Only the task records that differ from the local tip need re-indexing.
+            job = swarm.refs.snapshot(plan.job, plan.tip).job
+            index.record(job, plan.merged.state, plan.tip, plan.merged.tasks)
+        else:
+            index.reindex(swarm.refs.snapshot(plan.job, plan.tip))
+    return plan.outcome
+
+
+def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> None:
+    """Refuse pulled history that does not decode or breaks an invariant: every new commit,
+    operation and record checked as hostile input, and the tip recording exactly the
+    canonical replay of its operations (every task record and the state, by blob id)."""
+    Intake(swarm.repo).check_job(job_id, theirs, ours)
+    check_tip(swarm.repo, job_id, theirs)
+
+
+def push(swarm: Swarm, remote: str) -> dict:
+    """Push every job ref and the notes, never forced; pull and merge when the remote moved."""
+    remote_key(swarm, remote)  # an unknown remote is bad input, before anything runs
+    refspecs = [f"{layout.JOBS_PREFIX}*:{layout.JOBS_PREFIX}*"]
+    pulls = []
+    for attempt in range(PUSH_ATTEMPTS):
+        specs = refspecs + ([f"{layout.NOTES_REF}:{layout.NOTES_REF}"] if swarm.repo.read_ref(layout.NOTES_REF) else [])
+        specs += [f"{MEMORY_REF}:{MEMORY_REF}"] if swarm.repo.read_ref(MEMORY_REF) else []
+        done = transport(swarm).push(remote, specs)
+        if not done.ok:
+            if not done.remote_moved or attempt == PUSH_ATTEMPTS - 1:
+                said = done.rejected[0] if done.rejected else (done.said or "no output")
+                raise WorkFailed(f"push to {remote} failed: {said}")
+            pulled = pull(swarm, remote)  # the remote moved: merge its state, then try again
+            pulls.append(pulled.view())
+            if pulled.invalid or pulled.invalid_memory:
+                refused = {**pulled.invalid, **({"memory": pulled.invalid_memory} if pulled.invalid_memory else {})}
+                named = "; ".join(f"{job}: {why}" for job, why in sorted(refused.items()))
+                raise WorkFailed(f"push to {remote}: the remote holds state that cannot be merged ({named})")
+            continue
+        return {"remote": remote, "pushed": sorted(done.pushed), "attempts": attempt + 1, "pulls": pulls}
+    raise WorkFailed(f"push to {remote}: the remote kept moving")

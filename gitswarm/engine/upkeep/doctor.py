@@ -1,0 +1,44 @@
+"""`gitswarm doctor`: check the repository, the index and every job's records."""
+
+from __future__ import annotations
+
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import BadInput
+from gitswarm.store.gitcli import git_version
+from gitswarm.store.index import INDEX_FORMAT
+from gitswarm.store.job_merge import check_tip
+
+
+def _check(name: str, ok: bool, detail: str) -> dict:
+    return {"name": name, "ok": ok, "detail": detail}
+
+
+def diagnose(swarm: Swarm) -> dict:
+    """Every check's result; `ok` is true only when all passed."""
+    checks = [_check("repository", True, str(swarm.repo.workdir or swarm.repo.common_dir))]
+    version = git_version()
+    if version is not None:
+        checks.append(_check("git", True, version))
+    else:
+        checks.append(_check("git", False, "the git CLI is not on PATH (needed for push, pull and worktrees)"))
+    jobs = swarm.index.job_ids()
+    checks.append(_check("index", True, f"{swarm.index.path} (format v{INDEX_FORMAT}, {len(jobs)} jobs)"))
+    for job_id, message in sorted(swarm.index.invalid.items()):
+        checks.append(_check(f"job {job_id}", False, str(message)))
+    bad = 0
+    for job_id in jobs:
+        try:
+            snapshot = swarm.refs.snapshot(job_id)
+            snapshot.tasks()
+            for artifact_id in snapshot.artifact_ids():
+                snapshot.artifact(artifact_id)
+            check_tip(swarm.repo, job_id, snapshot.tip)  # the records are what the operations made
+        except BadInput as exc:
+            bad += 1
+            checks.append(_check(f"job {job_id}", False, str(exc)))
+    checks.append(_check("records", bad == 0, f"{len(jobs) - bad} of {len(jobs)} jobs decode cleanly"))
+    now = swarm.clock()
+    stale = [f"{row.job}/{row.task}" for row in swarm.index.leases() if row.expires < now]
+    detail = f"{len(stale)} expired (run gitswarm recover): {', '.join(stale[:5])}" if stale else "none expired"
+    checks.append(_check("leases", True, detail))
+    return {"ok": all(c["ok"] for c in checks), "checks": checks}

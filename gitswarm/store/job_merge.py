@@ -1,0 +1,109 @@
+"""Merging two clones' histories of one job: replay every operation of both.
+
+This module walks commits: it collects the operations of both histories,
+each once (by op id: store/oplog.py), and commits what replaying them gives. The rules of
+the replay itself (the order, what a skipped op still does, a finish whose
+claim lost) are state-machine rules and live with the reducer, in
+model/replay.py. Artifact records and output blobs are content-addressed:
+the merged tree has both sides'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gitswarm.model import codec
+from gitswarm.model.errors import CorruptRecord
+from gitswarm.model.ops import JobCreated, Op
+from gitswarm.model.records import JobState, Task
+from gitswarm.model.replay import Replayed, replay
+from gitswarm.store import layout
+from gitswarm.store.gitrepo import CommitInfo, GitRepo
+from gitswarm.store.jobs import COMMITTER, parse_ops
+from gitswarm.store.oplog import NOTHING_PARSED, Parsed, both_histories, unique_ops
+
+MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
+
+
+@dataclass(frozen=True)
+class Merged:
+    tip: str
+    state: JobState  # the merged job state
+    tasks: list[Task]  # the task records that differ from the local tip's
+
+
+def history_ops(
+    repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED
+) -> list[Op]:
+    """Every operation reachable from either tip, each once (by id); shared commits are read once.
+    `remote_only`: the commits reachable from `remote` and not from `local`, when already walked."""
+    return unique_ops(both_histories(repo, local, remote, remote_only), where, Op, parsed)
+
+
+def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
+    """Tree path -> blob id of the state and every task record of a replay, hashed without writing."""
+    oids = {layout.STATE_PATH: repo.blob_id(codec.encode(result.state))}
+    oids.update((layout.task_path(t.id), repo.blob_id(codec.encode(t))) for t in result.tasks.values())
+    return oids
+
+
+def merge_job(
+    repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None,
+    remote_only: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED,
+) -> Merged:
+    """Commit the merge of two diverged tips (parents: local, remote); the caller moves the ref.
+
+    Its tree holds the canonical replay of every operation of both histories,
+    so the result depends only on the set of operations, never on the order
+    of earlier pushes and pulls.
+    """
+    where = layout.job_ref(job_id)
+    if (base or repo.merge_base(local, remote)) is None:
+        raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
+    result = replay(history_ops(repo, local, remote, where, remote_only, parsed), where)
+    local_tree = repo.commit_info(local).tree
+    paths: dict[str, str | None] = {}
+    for path, oid in record_oids(repo, result).items():
+        if repo.tree_entry(local_tree, path) != oid:
+            record = result.state if path == layout.STATE_PATH else result.tasks[path.rsplit("/", 1)[1]]
+            paths[path] = repo.write_blob(codec.encode(record))
+    remote_tree = repo.commit_info(remote).tree
+    for fan, fan_oid, is_tree in repo.tree_items(remote_tree):
+        if is_tree and fan.startswith(MERGED_KINDS):
+            for name, oid, _ in repo.tree_items(fan_oid):
+                paths[f"{fan}/{name}"] = oid
+    new_tree = repo.update_tree(local_tree, paths)
+    total = result.applied + result.skipped
+    message = f"merge {total} ops\n"
+    tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), result.state.updated)
+    changed = [result.tasks[p.rsplit("/", 1)[1]] for p in paths if p.startswith(layout.TASKS_FANS)]
+    return Merged(tip=tip, state=result.state, tasks=changed)
+
+
+def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED) -> None:
+    """Refuse a history whose tip does not record the canonical replay of its operations.
+
+    Compares the state record and every task record by blob id: no record is
+    decoded, and a forged or corrupt one anywhere is caught. `commits`: every
+    commit of the history, oldest first, when the caller already walked them.
+    """
+    where = layout.job_ref(job_id)
+    commits = commits if commits is not None else list(repo.walk(tip))
+    created = parse_ops(commits[0], where) if commits else []
+    if not created or commits[0].parents or not isinstance(created[0], JobCreated) or created[0].job.id != job_id:
+        raise CorruptRecord(f"{where}: history does not start with this job's job_created")
+    if any(not commit.parents for commit in commits[1:]):
+        raise CorruptRecord(f"{where}: the history has more than one root commit")
+    result = replay(unique_ops(commits, where, Op, parsed), where)
+    tree = repo.commit_info(tip).tree
+    expected = record_oids(repo, result)
+    for path, oid in expected.items():
+        if repo.tree_entry(tree, path) != oid:
+            raise CorruptRecord(f"{where}:{path}: the record does not match the job's operations")
+    if repo.tree_entry(tree, layout.JOB_PATH) != repo.blob_id(codec.encode(created[0].job)):
+        raise CorruptRecord(f"{where}:{layout.JOB_PATH}: the record is not the job its job_created made")
+    for fan, fan_oid, is_tree in repo.tree_items(tree):
+        if is_tree and fan.startswith(layout.TASKS_FANS):
+            for name, _, _ in repo.tree_items(fan_oid):
+                if f"{fan}/{name}" not in expected:
+                    raise CorruptRecord(f"{where}:{fan}/{name}: a task record no operation made")

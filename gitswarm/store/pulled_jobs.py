@@ -1,0 +1,133 @@
+"""What a pull checks of a job before anything local changes.
+
+Every commit the pulled history adds is read once: its size is charged
+against the caps (per record and per pull), its operations decoded and
+checked as hostile input (model/validate.py), and op ids that come back
+with a different body refused. The pulled tip's tree may hold only the
+entries gitswarm writes, and every artifact record and output blob this
+clone does not have yet is checked too: artifact records must hash to
+their id and decode to a record of this job. What is checked here is what
+then reaches the live refs, the index and the summaries; the canonical
+replay of the operations (store/oplog.py) is checked separately.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gitswarm.model import codec
+from gitswarm.model.artifacts import Artifact
+from gitswarm.model.errors import CorruptRecord
+from gitswarm.model.ids import ARTIFACT_ID
+from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
+from gitswarm.model.ops import JobCreated, Op
+from gitswarm.model.validate import check_artifact, check_op
+from gitswarm.store import layout
+from gitswarm.store.gitrepo import CommitInfo, GitRepo
+from gitswarm.store.jobs import Snapshot
+from gitswarm.store.oplog import parse_op_lines
+
+_FANS = (layout.TASKS_FANS, layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class PullLimits:
+    """Caps on what one pull may bring in, in bytes (`[pull]` in .gitswarm.toml)."""
+
+    max_record: int = MAX_PULLED_RECORD  # one record: an operation's commit, an artifact record
+    max_pull: int = MAX_PULL  # everything one pull reads: commits, records, output blobs
+
+
+class Intake:
+    """The checks of one pull, charging every byte read against its caps."""
+
+    def __init__(self, repo: GitRepo, limits: PullLimits = PullLimits()) -> None:
+        self.repo = repo
+        self.limits = limits
+        self.spent = 0
+        self.parsed: dict[str, list[tuple[str, Op]]] = {}  # commit id -> its (line, op)s, decoded once
+
+    def charge(self, size: int, where: str, record: bool = True) -> None:
+        if record and size > self.limits.max_record:
+            raise CorruptRecord(f"{where}: {size} bytes, over the cap of {self.limits.max_record} per record ([pull] max_record)")
+        self.spent += size
+        if self.spent > self.limits.max_pull:
+            raise CorruptRecord(f"{where}: this pull passed its cap of {self.limits.max_pull} bytes ([pull] max_pull)")
+
+    def check_job(self, job_id: str, theirs: str, ours: str | None) -> list[CommitInfo]:
+        """Refuse (CorruptRecord) pulled history of `job_id` that is not well formed; the
+        commits it brings (oldest first), for the merge or the replay to reuse."""
+        repo, where = self.repo, layout.job_ref(job_id)
+        self.parsed = {}  # one job's at a time: a pull of thousands of jobs need not hold them all
+        local = Snapshot(repo, job_id, ours) if ours is not None else None
+        task_ids: frozenset[str] | None = frozenset(local.task_ids()) if local is not None else None
+        job_blob = repo.tree_entry(local.tree, layout.JOB_PATH) if local is not None else None
+        commits = list(repo.walk(theirs, hide=ours))
+        for commit in commits:
+            at = f"{where}@{commit.oid[:12]}"
+            self.charge(len(commit.message.encode()), at)
+            if len(commit.parents) > 2:
+                raise CorruptRecord(f"{at}: a commit with {len(commit.parents)} parents")
+            lines = self.parsed[commit.oid] = parse_op_lines(commit, where, Op)
+            ops = [op for _, op in lines]
+            for n, op in enumerate(ops):
+                if isinstance(op, JobCreated):
+                    if local is not None or commit.parents or n or len(ops) > 1 or task_ids is not None:
+                        raise CorruptRecord(f"{at}: job_created anywhere but alone in the job's first commit")
+                    task_ids = frozenset(spec.id for spec in op.tasks)
+                    job_blob = repo.blob_id(codec.encode(op.job))
+                elif task_ids is None:
+                    raise CorruptRecord(f"{where}: history does not start with this job's job_created")
+                check_op(op, job_id, task_ids, f"{at}:{op.id}")
+        if task_ids is None or job_blob is None:
+            raise CorruptRecord(f"{where}: history does not start with this job's job_created")
+        self._check_tree(job_id, theirs, local, task_ids, job_blob)
+        return commits
+
+    def _check_tree(self, job_id: str, theirs: str, local: Snapshot | None, task_ids: frozenset[str], job_blob: str) -> None:
+        repo, where = self.repo, layout.job_ref(job_id)
+        tree = repo.commit_info(theirs).tree
+        ours_tree = local.tree if local is not None else None
+        for name, oid, is_tree in repo.tree_items(tree):
+            at = f"{where}:{name}"
+            if name == layout.JOB_PATH and not is_tree:
+                if oid != job_blob:
+                    raise CorruptRecord(f"{at}: the record is not the job its job_created made")
+                continue
+            if name == layout.STATE_PATH and not is_tree:
+                continue  # compared with the replay of the operations
+            fan = next((f for f in _FANS if name.startswith(f)), None)
+            if fan is None or not is_tree or len(name) != len(fan) + 2 or not _HEX.issuperset(name[len(fan):]):
+                raise CorruptRecord(f"{at}: not an entry gitswarm writes")
+            if fan == layout.TASKS_FANS:
+                continue  # every task record is compared with the replay
+            ours_fan = repo.tree_entry(ours_tree, name) if ours_tree is not None else None
+            if ours_fan == oid:
+                continue  # nothing new under it
+            known = {n: o for n, o, _ in repo.tree_items(ours_fan)} if ours_fan is not None else {}
+            for entry, entry_oid, entry_is_tree in repo.tree_items(oid):
+                if known.get(entry) == entry_oid:
+                    continue
+                if entry_is_tree or not entry.startswith(name[len(fan):]):
+                    raise CorruptRecord(f"{at}/{entry}: not an entry gitswarm writes")
+                if fan == layout.ARTIFACTS_FANS:
+                    self._check_artifact(job_id, entry, entry_oid, task_ids, f"{at}/{entry}")
+                else:
+                    self._check_blob(entry, entry_oid, f"{at}/{entry}")
+
+    def _check_artifact(self, job_id: str, name: str, oid: str, task_ids: Iterable[str], where: str) -> None:
+        if not ARTIFACT_ID.fullmatch(name):
+            raise CorruptRecord(f"{where}: not an artifact id")
+        data = self.repo.read_blob(oid)
+        self.charge(len(data), where)
+        if hashlib.sha256(data).hexdigest() != name:
+            raise CorruptRecord(f"{where}: the record does not hash to its id")
+        check_artifact(codec.decode(data, Artifact, where), job_id, task_ids, where)
+
+    def _check_blob(self, name: str, oid: str, where: str) -> None:
+        if name != oid:
+            raise CorruptRecord(f"{where}: an output blob stored under another name")
+        self.charge(len(self.repo.read_blob(oid)), where, record=False)

@@ -1,0 +1,320 @@
+"""The remote-arbitrated ledger, step by step: two clones of one bare repository, each with its own
+RemoteLedger, claiming, renewing, expiring and finishing through real pushes and fetches.
+
+The remote is a bare repository on disk (the transport is the same git CLI; tests/engine/
+test_many_machines.py drives the network one). A hypothesis state machine interleaves the two
+clones' operations and checks after every step what the remote's history says.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, refusal
+from gitswarm.engine.machines.crew import BUSY, IDLE, RESERVED, Siblings
+from gitswarm.engine.machines.remote_leases import RemoteLedger
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import LeaseLost
+from gitswarm.model.replay import replay
+from gitswarm.store import layout
+from gitswarm.store.jobs import parse_ops
+from gitswarm.store.leases import Lease
+from tests.conftest import git
+
+TASKS = 4
+SPEC = 'goal = "g"\n' + "".join(f'[[tasks]]\nid = "t{i}"\ncommand = "true"\n' for i in range(TASKS))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_clones(root: Path, clock: Clock) -> tuple[Path, list[Swarm], str]:
+    """A bare remote holding one job of TASKS shell tasks, and two clones that know it."""
+    bare = root / "remote.git"
+    git(root, "init", "-q", "--bare", "-b", "main", str(bare))
+    seed = root / "seed"
+    seed.mkdir()
+    git(seed, "init", "-q", "-b", "main")
+    (seed / "README.md").write_text("x\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-qm", "init")
+    git(seed, "push", "-q", str(bare), "main")
+    swarms = []
+    for name in ("a", "b"):
+        git(root, "clone", "-q", str(bare), name)
+        swarms.append(Swarm(root / name, clock=clock))
+    (root / "spec.toml").write_text(SPEC)
+    job = swarms[0].submit_file(root / "spec.toml")
+    Arbiter(swarms[0], "origin").publish([job])
+    Arbiter(swarms[1], "origin").sync()
+    swarms[1].ledger.trusted_remotes = frozenset({"origin"})
+    return bare, swarms, job
+
+
+def remote_ops(bare: Path, job: str) -> list:
+    """Every operation of the job's history on the remote, oldest first (read with the remote's own git)."""
+    swarm = Swarm(bare)
+    try:
+        where = layout.job_ref(job)
+        return [op for commit in swarm.repo.walk(swarm.repo.read_ref(where)) for op in parse_ops(commit, where)]
+    finally:
+        swarm.close()
+
+
+@pytest.fixture
+def clones(tmp_path: Path) -> Iterator[tuple[Path, list[RemoteLedger], str, Clock]]:
+    clock = Clock()
+    bare, swarms, job = make_clones(tmp_path, clock)
+    ledgers = [RemoteLedger(s.ledger, Arbiter(s, "origin", sleep=lambda s: None), clock_skew=2.0, clock=clock) for s in swarms]
+    yield bare, ledgers, job, clock
+    for swarm in swarms:
+        swarm.close()
+
+
+def test_of_two_clones_claiming_the_last_task_one_gets_it(clones: tuple) -> None:
+    bare, (a, b), job, clock = clones
+    leases = []
+    for _ in range(TASKS):
+        leases.append(a.claim("a.w1", 30.0, clock(), job_id=job))
+    assert b.claim("b.w1", 30.0, clock(), job_id=job) is None  # b's view was stale: refused, fetched, nothing left
+    assert all(lease is not None for lease in leases)
+    claims = [op for op in remote_ops(bare, job) if op.__struct_config__.tag == "claimed"]
+    assert sorted(op.task for op in claims) == [f"t{i}" for i in range(TASKS)]
+
+
+def test_a_claim_is_on_the_remote_before_it_is_here(clones: tuple) -> None:
+    bare, (a, _), job, clock = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    remote_tip = git(bare, "rev-parse", layout.job_ref(job)).strip()
+    assert a.refs.repo.read_ref(layout.job_ref(job)) == remote_tip
+    # the lease is the task's timeout plus the grace, at most --lease
+    assert lease.expires == clock() + 30.0
+
+
+def test_a_finish_after_another_clone_expired_the_lease_is_refused(clones: tuple) -> None:
+    bare, (a, b), job, clock = clones
+    lease = a.claim("a.w1", 6.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    assert b.expire(clock()) == []  # not past its deadline
+    clock.now += 7.0
+    assert b.expire(clock()) == []  # past it, but within the clock skew (2 s)
+    clock.now += 1.5
+    assert b.expire(clock()) == [(job, lease.task)]
+    with pytest.raises(LeaseLost):
+        a.finish(lease, True, clock())
+    ops = [op.__struct_config__.tag for op in remote_ops(bare, job)]
+    assert ops.count("expired") == 1 and "finished" not in ops
+
+
+def test_a_renewal_keeps_the_lease_from_being_expired(clones: tuple) -> None:
+    bare, (a, b), job, clock = clones
+    lease = a.claim("a.w1", 6.0, clock(), job_id=job)
+    clock.now += 4.0
+    renewed = a.renew(lease, 6.0, clock())
+    assert renewed.expires == clock() + 6.0
+    clock.now += 5.0  # past the first deadline, not the renewed one
+    b.arbiter.sync([job])
+    assert b.expire(clock()) == []
+    a.finish(renewed, True, clock())
+    ops = [op.__struct_config__.tag for op in remote_ops(bare, job)]
+    assert ops[-3:] == ["claimed", "renewed", "finished"]
+
+
+def test_a_renewal_is_held_here_past_the_first_deadline(clones: tuple) -> None:
+    """The renewing clone's own index takes the renewed deadline (its heartbeat asks it every tick)."""
+    _, (a, _), job, clock = clones
+    lease = a.claim("a.w1", 6.0, clock(), job_id=job)
+    clock.now += 3.0
+    renewed = a.renew(lease, 6.0, clock())
+    clock.now += 4.0  # past the claim's deadline, inside the renewal's
+    assert a.held(renewed, clock())
+    clock.now += 3.0  # past the renewal's: not held, though the others wait the skew too
+    assert not a.held(renewed, clock())
+
+
+def test_a_push_the_remote_refuses_for_good_is_said_and_not_retried_as_a_race(clones: tuple) -> None:
+    bare, (a, _), job, clock = clones
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    heard: list[str] = []
+    a.on_problem = heard.append
+    syncs = []
+    fetch = a.arbiter.try_sync
+    a.arbiter.try_sync = lambda jobs=None: syncs.append(jobs) or fetch(jobs)  # type: ignore[method-assign]
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is None
+    assert syncs == [] and heard and "refused the push" in heard[-1] and "hook declined" in heard[-1]
+    hook.unlink()
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is not None
+    assert heard[-1] == ""  # pushes land again: said so
+
+
+def test_a_stale_lock_on_the_remote_is_said_not_taken_for_a_lost_race(clones: tuple) -> None:
+    """A crashed git left the job ref's lock on the server: every push says "cannot lock ref", as a lost
+    race would, but nobody moved the ref. Said at once, not retried 64 times in silence."""
+    bare, (a, _), job, clock = clones
+    lock = bare / f"{layout.job_ref(job)}.lock"
+    lock.write_text("")
+    heard: list[str] = []
+    a.on_problem = heard.append
+    offers = []
+    offer = a.arbiter.offer
+    a.arbiter.offer = lambda *args, **kw: offers.append(args) or offer(*args, **kw)  # type: ignore[method-assign]
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is None
+    assert len(offers) == 1 and heard and "refused the push" in heard[-1]  # receive-pack: "atomic transaction failed"
+    lock.unlink()
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is not None and heard[-1] == ""
+
+
+def test_claims_for_siblings_go_in_one_push(clones: tuple) -> None:
+    bare, (a, _), job, clock = clones
+    before = int(git(bare, "rev-list", "--count", layout.job_ref(job)))
+    leases = a.claim_for(["a.w1", "a.w2", "a.w3"], 30.0, clock(), job)
+    assert [lease.owner for lease in leases] == ["a.w1", "a.w2", "a.w3"]
+    assert len({lease.task for lease in leases}) == 3
+    assert int(git(bare, "rev-list", "--count", layout.job_ref(job))) == before + 1
+    assert a.assigned("a.w2") is not None and a.assigned("a.w2").task == leases[1].task  # type: ignore[union-attr]
+
+
+def test_an_unreachable_remote_is_said_and_nothing_moves(clones: tuple, tmp_path: Path) -> None:
+    bare, (a, _), job, clock = clones
+    tip = a.refs.repo.read_ref(layout.job_ref(job))
+    bare.rename(tmp_path / "gone.git")
+    assert a.claim("a.w1", 30.0, clock(), job_id=job) is None
+    assert a.refs.repo.read_ref(layout.job_ref(job)) == tip
+    assert a.arbiter.offer(job, tip) is Offered.UNREACHABLE and a.arbiter.said
+
+
+@pytest.mark.parametrize(
+    ("lines", "raced"),
+    [
+        (["!\tabc:refs/swarm/jobs/j\t[rejected] (fetch first)"], True),
+        (["!\tabc:refs/swarm/jobs/j\t[rejected] (non-fast-forward)"], True),
+        (["!\tabc:refs/swarm/branches/j/t\t[rejected] (stale info)", "!\tabc:refs/swarm/jobs/j\t[rejected] (atomic push failed)"], True),
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (atomic transaction failed)"], True),  # the server's CAS under its lock
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (cannot lock ref 'refs/swarm/jobs/j': is at 1 but expected 2)"], True),
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (pre-receive hook declined)"], False),
+        (["!\tabc:refs/swarm/jobs/j\t[remote rejected] (protected branch hook declined)"], False),
+    ],
+)
+def test_a_refused_push_is_a_lost_race_only_when_it_says_so(lines: list[str], raced: bool) -> None:
+    assert refusal(lines)[0] is raced
+
+
+def test_backoff_is_jittered_and_capped() -> None:
+    backoff = Backoff(base=0.1, cap=1.0)
+    waits = [backoff.next() for _ in range(8)]
+    assert 0.05 <= waits[0] <= 0.1 and all(w <= 1.0 for w in waits) and waits[-1] >= 0.5
+    backoff.reset()
+    assert backoff.next() <= 0.1
+
+
+def test_siblings_reserve_idle_workers_once() -> None:
+    siblings = Siblings(3)
+    for slot, name in enumerate(("x.w1", "x.w2", "x.w3")):
+        siblings.seat(slot, name)
+    siblings.idle(1)
+    siblings.idle(2)
+    assert siblings.reserve(0) == [1, 2] and siblings.states[1] == RESERVED
+    assert siblings.reserve(1) is None  # a sibling claims for it: it waits for that claim
+    assert siblings.reserve(2) is None
+    siblings.release([1, 2])
+    assert [siblings.states[i] for i in range(3)] == [BUSY, IDLE, IDLE]
+    assert siblings.name(2) == "x.w3"
+
+
+class TwoClones(RuleBasedStateMachine):
+    """Two clones claim, renew, finish and expire in any interleaving; the remote stays the arbiter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.TemporaryDirectory()
+        self.clock = Clock()
+        self.bare, self.swarms, self.job = make_clones(Path(self.dir.name), self.clock)
+        self.ledgers = [
+            RemoteLedger(s.ledger, Arbiter(s, "origin", sleep=lambda s: None), clock_skew=1.0, clock=self.clock) for s in self.swarms
+        ]
+        self.leases: list[list[Lease]] = [[], []]
+        self.refused_finishes = 0
+
+    def teardown(self) -> None:
+        for swarm in self.swarms:
+            swarm.close()
+        self.dir.cleanup()
+
+    @rule(who=st.integers(0, 1))
+    def claim(self, who: int) -> None:
+        lease = self.ledgers[who].claim(f"c{who}.w", 5.0, self.clock(), job_id=self.job)
+        if lease is not None:
+            self.leases[who].append(lease)
+
+    @precondition(lambda self: any(self.leases))
+    @rule(who=st.integers(0, 1), ok=st.booleans())
+    def finish(self, who: int, ok: bool) -> None:
+        if not self.leases[who]:
+            return
+        lease = self.leases[who].pop(0)
+        try:
+            self.ledgers[who].finish(lease, ok, self.clock())
+        except LeaseLost:
+            self.refused_finishes += 1
+
+    @rule(who=st.integers(0, 1))
+    def renew(self, who: int) -> None:
+        if self.leases[who]:
+            try:
+                self.leases[who][0] = self.ledgers[who].renew(self.leases[who][0], 5.0, self.clock())
+            except LeaseLost:
+                self.leases[who].pop(0)
+
+    @rule(seconds=st.sampled_from([0.5, 3.0, 7.0]))
+    def wait(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    @rule(who=st.integers(0, 1))
+    def expire(self, who: int) -> None:
+        self.ledgers[who].expire(self.clock())
+
+    @invariant()
+    def the_remote_history_is_linear_and_every_op_applied(self) -> None:
+        ops = remote_ops(self.bare, self.job)
+        merges = git(self.bare, "rev-list", "--merges", "--count", layout.job_ref(self.job)).strip()
+        assert merges == "0"  # every accepted commit was built on the remote's tip
+        result = replay(ops, "job")
+        assert result.skipped == 0  # no accepted claim was overturned, no accepted finish was stale
+        running = {t.id: t for t in result.tasks.values() if t.state.value == "running"}
+        for who in (0, 1):  # what each clone believes it holds is either true or will be refused
+            for lease in self.leases[who]:
+                task = result.tasks[lease.task]
+                if lease.task in running and task.claims == lease.token:
+                    assert task.owner == lease.owner
+
+
+TestTwoClones = TwoClones.TestCase
+TestTwoClones.settings = settings(
+    max_examples=8, stateful_step_count=12, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def test_the_remote_tip_is_what_the_clones_hold_after_a_sync(clones: tuple) -> None:
+    bare, (a, b), job, clock = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    a.finish(lease, True, clock())
+    b.arbiter.sync([job])
+    tip = subprocess.run(["git", "rev-parse", layout.job_ref(job)], cwd=bare, capture_output=True, text=True).stdout.strip()
+    assert a.refs.repo.read_ref(layout.job_ref(job)) == tip == b.refs.repo.read_ref(layout.job_ref(job))
