@@ -1,4 +1,11 @@
-"""Transitions: each one a short BEGIN IMMEDIATE transaction around a ref CAS.
+"""Leases and transitions: the `Leases` protocol, and `Ledger`, each transition one short
+BEGIN IMMEDIATE transaction around a ref CAS.
+
+`Leases` is what a worker needs: claim, renew, hold, finish (and claim the
+next task with it), expire. `Ledger` implements it on this repository alone;
+engine/machines/remote_leases.py's `RemoteLedger` implements it with a git
+remote deciding every lease. tests/store/test_leases_protocol.py runs the same
+suite on both.
 
 The index's write lock is the critical section: inside it the fencing token
 is checked, the operation is committed to the job's ref by compare-and-swap
@@ -14,6 +21,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.budget import exhausted
@@ -58,8 +66,68 @@ class Lease:
     base: str | None = None  # the job's pinned base commit, for implement tasks
 
 
+@dataclass(frozen=True)
+class Ask:
+    """What a worker claims with: whose the lease is, for how long, from which job (None: any),
+    which adapters it cannot run here, and which jobs it must leave alone."""
+
+    owner: str
+    ttl: float
+    job: str | None = None
+    exclude: frozenset[str] = frozenset()
+    skip_jobs: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Result:
+    """A worker's final write of one attempt: how it ended and what it produced."""
+
+    ok: bool
+    error: str | None = None
+    artifacts: Sequence[Artifact] = ()
+    retryable: bool = True
+
+
+class Leases(Protocol):
+    """Who runs which task, fenced: what a worker claims, renews and finishes through."""
+
+    refs: JobRefs
+    index: Index
+
+    def claim(
+        self, owner: str, ttl: float, now: float, job_id: str | None = None, exclude: frozenset[str] = frozenset(),
+        skip_jobs: frozenset[str] = frozenset(),
+    ) -> Lease | None:
+        """Lease one queued task, or None when there is none to lease."""
+
+    def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        """The lease held `ttl` longer; LeaseLost when it is no longer held."""
+
+    def held(self, lease: Lease, now: float) -> bool:
+        """Whether the lease is still current, as far as this clone knows."""
+
+    def finish(
+        self, lease: Lease, ok: bool, now: float, error: str | None = None, artifacts: Sequence[Artifact] = (),
+        retryable: bool = True,
+    ) -> Task:
+        """The attempt's result, accepted only while its token is current (else LeaseLost)."""
+
+    def finish_and_claim(self, lease: Lease, result: Result, now: float, ask: Ask | None) -> tuple[Task, Lease | None]:
+        """finish(), then (with `ask`) the worker's next claim in the same write when it can be."""
+
+    def transition(self, job_id: str, build: Build, lease: Lease | None = None, now: float = 0.0) -> Change:
+        """Append what `build` makes of the job's snapshot, fenced by `lease` when given: for what decides
+        no lease (a steer delivered), written here and carried by the next write that does."""
+
+    def expire(self, now: float, job_id: str | None = None, owner: str | None = None) -> list[tuple[str, str]]:
+        """End every lease past its deadline (with `owner`: every one that owner holds); the tasks it ended."""
+
+    def report_problems(self, listener: Callable[[str], None]) -> None:
+        """Tell `listener` why writes do not land, and "" when they land again (a no-op where they always do)."""
+
+
 class Ledger:
-    """Every state transition of every job in one repository."""
+    """Every state transition of every job in one repository: `Leases` on the local index and refs."""
 
     def __init__(self, refs: JobRefs, index: Index, trusted_remotes: frozenset[str] = frozenset()) -> None:
         self.refs = refs
@@ -289,27 +357,19 @@ class Ledger:
         with self.index.immediate():
             return self._finish_locked(lease, ok, now, error, artifacts, retryable)
 
-    def finish_and_claim(
-        self,
-        lease: Lease,
-        ok: bool,
-        now: float,
-        ttl: float,
-        error: str | None = None,
-        artifacts: Sequence[Artifact] = (),
-        retryable: bool = True,
-        job_id: str | None = None,
-        exclude: frozenset[str] = frozenset(),
-        skip_jobs: frozenset[str] = frozenset(),
-    ) -> tuple[Task, Lease | None]:
-        """finish(), then claim the worker's next task in the same critical section.
+    def finish_and_claim(self, lease: Lease, result: Result, now: float, ask: Ask | None) -> tuple[Task, Lease | None]:
+        """finish(), then claim the worker's next task (`ask`; None: no claim) in the same critical section.
 
         When the next task is in the same job, the finish and the claim share
         one commit: one tree, one ref write and one index update per task
         instead of two. The choice sees the tasks the finish unblocks. A
         refused finish claims nothing.
         """
-        finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
+        if ask is None:
+            return self.finish(lease, result.ok, now, result.error, result.artifacts, result.retryable), None
+        ttl, job_id, exclude, skip_jobs = ask.ttl, ask.job, ask.exclude, ask.skip_jobs
+        finish = self._finish_builder(lease, result.ok, now, result.error, result.artifacts, result.retryable)
+        artifacts = result.artifacts
         self.refs.write_artifacts(artifacts)
         with self.index.immediate():
             self._check_lease(lease, now)
@@ -365,6 +425,9 @@ class Ledger:
         self._check_lease(lease, now)
         _, change = self._transition(lease.job, self._finish_builder(lease, ok, now, error, artifacts, retryable))
         return change.tasks[lease.task]
+
+    def report_problems(self, listener: Callable[[str], None]) -> None:
+        """Local writes land or raise: there is nothing to report."""
 
     def held(self, lease: Lease, now: float) -> bool:
         """Whether the lease is still current: a cheap read, for polling between renewals."""

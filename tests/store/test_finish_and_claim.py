@@ -13,6 +13,7 @@ from gitswarm.model.errors import CorruptRecord, LeaseLost
 from gitswarm.model.ops import TaskClaimed, TaskFinished
 from gitswarm.store.gitrepo import CommitInfo
 from gitswarm.store.jobs import parse_ops
+from gitswarm.store.leases import Ask, Result
 from tests.conftest import cli, git, spec_text
 
 
@@ -26,7 +27,7 @@ def test_finish_and_next_claim_are_one_commit_with_both_ops(swarm: Swarm, repo: 
     lease = swarm.ledger.claim("w", 30, now)
     assert lease is not None
     before = commits(repo, job)
-    task, nxt = swarm.ledger.finish_and_claim(lease, True, now + 1, 30)
+    task, nxt = swarm.ledger.finish_and_claim(lease, Result(True), now + 1, Ask("w", 30))
     assert task.state.value == "succeeded"
     assert nxt is not None and nxt.task != lease.task and nxt.token == 1
     after = commits(repo, job)
@@ -54,9 +55,9 @@ def test_the_next_claim_sees_the_dependent_the_finish_unblocks(swarm: Swarm) -> 
     now = time.time()
     lease = swarm.ledger.claim("w", 30, now, job_id=job)
     while lease is not None and lease.task != "a":  # take c out of the way if it came first
-        lease = swarm.ledger.finish_and_claim(lease, True, now, 30)[1]
+        lease = swarm.ledger.finish_and_claim(lease, Result(True), now, Ask("w", 30))[1]
     assert lease is not None and lease.task == "a"
-    _, nxt = swarm.ledger.finish_and_claim(lease, True, now + 1, 30)
+    _, nxt = swarm.ledger.finish_and_claim(lease, Result(True), now + 1, Ask("w", 30))
     assert nxt is not None and nxt.task == "b"  # unblocked by this finish, and of the higher priority
     assert swarm.index.task_state(job, "b") == "running"
 
@@ -67,7 +68,7 @@ def test_a_refused_finish_claims_nothing_and_writes_nothing(swarm: Swarm, repo: 
     lease = swarm.ledger.claim("w", 1, now)
     before = commits(repo, job)
     with pytest.raises(LeaseLost):
-        swarm.ledger.finish_and_claim(lease, True, now + 5, 30)  # past its expiry
+        swarm.ledger.finish_and_claim(lease, Result(True), now + 5, Ask("w", 30))  # past its expiry
     assert commits(repo, job) == before
     assert swarm.index.task_state(job, "b" if lease.task == "a" else "a") == "queued"
 

@@ -17,7 +17,7 @@ from gitswarm.model.late_instructions import Guidance, check_text
 from gitswarm.model.ops import Steered, SteeringDelivered
 from gitswarm.model.records import Task
 from gitswarm.store.jobs import Snapshot
-from gitswarm.store.leases import Built, Lease, Ledger
+from gitswarm.store.leases import Built, Lease, Leases
 
 SECTION = "# Guidance from the user"
 
@@ -55,7 +55,7 @@ def pending(snapshot: Snapshot, task: Task, round_: int) -> tuple[Guidance, ...]
     return task.steering + (snapshot.state.steering if round_ == 0 else ())
 
 
-def deliver(ledger: Ledger, lease: Lease, snapshot: Snapshot, round_: int, now: float) -> str:
+def deliver(ledger: Leases, lease: Lease, snapshot: Snapshot, round_: int, now: float) -> str:
     """Take the steers waiting for round `round_` of the leased attempt, recording their delivery
     (`steering_delivered`, only while the lease is held); the prompt section that carries them,
     or "" when none is waiting (or the lease is gone)."""

@@ -17,6 +17,7 @@ stopped, their tasks requeued), then raises Terminated.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -34,6 +35,7 @@ from gitswarm.engine.child_signals import die_with_parent, stop_on_sigterm
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.worker import IndexGuard, Worker, WorkerOptions
 from gitswarm.engine.machines.arbiter import Arbiter, machine_owner
+from gitswarm.engine.machines.claim_ahead import Claiming, Pipeline
 from gitswarm.engine.machines.crew import Crew, Siblings
 from gitswarm.engine.machines.remote_leases import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedger
 from gitswarm.engine.machines.remote_watch import RemoteState, RemoteWatch
@@ -42,6 +44,7 @@ from gitswarm.model.errors import GitswarmError, WorkFailed
 from gitswarm.model.ids import new_id
 from gitswarm.model.records import FINISHED
 from gitswarm.store.index import IndexBroken
+from gitswarm.store.leases import Leases
 
 POLL_SECONDS = 0.05
 IDLE_MIN_SECONDS = 0.002
@@ -103,13 +106,17 @@ def worker_main(
     def on_adapter(pgid: int) -> None:
         adapter_pgid.value = pgid
 
-    ledger = swarm.ledger
+    ledger: Leases = swarm.ledger
+    pipeline = None
+    worker_options = replace(options.worker, job=options.job)
     if options.remote is not None:
-        ledger = RemoteLedger(ledger, Arbiter(swarm, options.remote), options.clock_skew)
-    worker = Worker(
-        ledger, workdir, owner, replace(options.worker, job=options.job), on_adapter=on_adapter, supervised=supervised,
-        crew=crew,
-    )
+        remote = ledger = RemoteLedger(swarm.ledger, Arbiter(swarm, options.remote), options.clock_skew)
+        if crew is not None:  # this machine's workers claim for each other, and say why pushes do not land
+            o = worker_options
+            claiming = Claiming(owner, o.lease, o.job, o.exclude, o.skip_jobs, crew.siblings.slots)
+            pipeline = Pipeline(remote, claiming, crew, time.time)
+            remote.report_problems(functools.partial(crew.siblings.report, crew.slot))
+    worker = Worker(ledger, workdir, owner, worker_options, on_adapter=on_adapter, supervised=supervised, pipeline=pipeline)
     idle = IDLE_MIN_SECONDS
     # A sibling may claim for an idle worker through the remote: it looks for that task often.
     idle_max = IDLE_MAX_SECONDS if crew is None else REMOTE_IDLE_MAX_SECONDS

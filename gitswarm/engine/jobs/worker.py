@@ -10,7 +10,6 @@ file) has the index rebuilt from the refs, and the work goes on.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import sqlite3
 import time
@@ -31,9 +30,7 @@ from gitswarm.engine.knowledge.memory import auto_promote
 from gitswarm.engine.knowledge.memory_section import memory_section
 from gitswarm.engine.knowledge.packet import build_packet
 from gitswarm.engine.knowledge.skills import skills_section
-from gitswarm.engine.machines.claim_ahead import Claiming, Pipeline
-from gitswarm.engine.machines.crew import Crew
-from gitswarm.engine.machines.remote_leases import RemoteLedger
+from gitswarm.engine.machines.claim_ahead import Pipeline
 from gitswarm.engine.routing.route import route
 from gitswarm.model.artifacts import BlobRef, Run
 from gitswarm.model.errors import BadInput, LeaseLost
@@ -43,7 +40,7 @@ from gitswarm.model.routing import Route
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.jobs import Snapshot
-from gitswarm.store.leases import Lease, Ledger
+from gitswarm.store.leases import Ask, Lease, Leases, Result
 from gitswarm.store.worktrees import Worktrees
 
 CANCEL_POLL_SECONDS = 0.25
@@ -76,7 +73,7 @@ class IndexGuard:
     """Rebuild the index when a query on it fails; after a few failures with no
     success in between, raise IndexBroken rather than loop for ever."""
 
-    def __init__(self, ledger: Ledger, tries: int = INDEX_RECOVERIES) -> None:
+    def __init__(self, ledger: Leases, tries: int = INDEX_RECOVERIES) -> None:
         self.ledger = ledger
         self.tries = tries
         self.failures = 0
@@ -101,7 +98,7 @@ class IndexGuard:
 class Worker:
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: Leases,
         workdir: Path,
         owner: str,
         options: WorkerOptions = WorkerOptions(),
@@ -111,15 +108,10 @@ class Worker:
         registry: Registry | None = None,
         worktrees: Worktrees | None = None,
         supervised: Callable[[], bool] = lambda: True,
-        crew: Crew | None = None,
+        pipeline: Pipeline | None = None,
     ) -> None:
         self.ledger = ledger
-        self.crew = crew  # `work --remote`: this machine's workers claim for each other (engine/machines/crew.py)
-        self.pipeline: Pipeline | None = None  # `work --remote`: round trips while tasks run (engine/machines/claim_ahead.py)
-        if crew is not None and isinstance(ledger, RemoteLedger):
-            claiming = Claiming(owner, options.lease, options.job, options.exclude, options.skip_jobs, crew.siblings.slots)
-            self.pipeline = Pipeline(ledger, claiming, crew, clock)
-            ledger.on_problem = functools.partial(crew.siblings.report, crew.slot)  # the supervisor says why pushes do not land
+        self.pipeline = pipeline  # `work --remote`: round trips while tasks run (engine/machines/claim_ahead.py)
         self.workdir = workdir
         self.owner = owner
         self.options = options
@@ -288,18 +280,9 @@ class Worker:
         return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
 
     def _write(self, lease: Lease, outcome: Outcome) -> Lease | None:
-        _, next_lease = self.ledger.finish_and_claim(
-            lease,
-            outcome.ok,
-            self.clock(),
-            self.options.lease,
-            error=outcome.error,
-            artifacts=outcome.artifacts,
-            retryable=outcome.retryable,
-            job_id=self.options.job,
-            exclude=self.options.exclude,
-            skip_jobs=self.options.skip_jobs,
-        )
+        o = self.options
+        result = Result(outcome.ok, outcome.error, outcome.artifacts, outcome.retryable)
+        _, next_lease = self.ledger.finish_and_claim(lease, result, self.clock(), Ask(self.owner, o.lease, o.job, o.exclude, o.skip_jobs))
         return next_lease
 
     def _store_blob(self, data: bytes, dropped: int) -> BlobRef:
@@ -312,7 +295,7 @@ class _Heartbeat:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: Leases,
         lease: Lease,
         clock: Callable[[], float],
         ttl: float,

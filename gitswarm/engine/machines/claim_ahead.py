@@ -22,7 +22,7 @@ from gitswarm.adapters.base import Outcome
 from gitswarm.engine.machines.crew import Crew
 from gitswarm.engine.machines.remote_leases import RemoteLedger, RemoteRejected, RemoteUnavailable
 from gitswarm.model.errors import LeaseLost
-from gitswarm.store.leases import Lease
+from gitswarm.store.leases import Ask, Lease, Result
 
 DEEP_QUEUE = 2
 
@@ -117,12 +117,10 @@ class Pipeline:
             return
         lease, outcome = self.pending
         c = self.claiming
+        ask = Ask(c.owner, c.ttl, c.job, c.exclude, c.skip_jobs) if self.ahead is None and self._deep() else None
+        result = Result(outcome.ok, outcome.error, outcome.artifacts, outcome.retryable)
         try:
-            _, after = self.ledger.finish_and_claim(
-                lease, outcome.ok, self.clock(), c.ttl, error=outcome.error, artifacts=outcome.artifacts,
-                retryable=outcome.retryable, job_id=c.job, exclude=c.exclude, skip_jobs=c.skip_jobs,
-                claim_next=self.ahead is None and self._deep(), patient=patient,
-            )
+            _, after = self.ledger.finish_and_claim(lease, result, self.clock(), ask, patient=patient)
         except LeaseLost:
             self.pending = None  # its lease was lost: the task runs again elsewhere, as it would locally
             self.give_up(lease)

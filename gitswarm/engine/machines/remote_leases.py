@@ -30,7 +30,7 @@ from gitswarm.model.ops import BudgetStopped, LeaseExpired, LeaseRenewed, Op, Ta
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.jobs import Snapshot
-from gitswarm.store.leases import Built, Lease, Ledger, granted_lease
+from gitswarm.store.leases import Ask, Built, Lease, Ledger, Result, granted_lease
 
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
 DEFAULT_CLOCK_SKEW_SECONDS = 5.0
@@ -49,7 +49,7 @@ class RemoteRejected(WorkFailed):
 
 
 class RemoteLedger(Ledger):
-    """A Ledger whose lease transitions are decided by a git remote (`work --remote`)."""
+    """`Leases` decided by a git remote (`work --remote`): each transition a push the remote accepts."""
 
     def __init__(
         self, ledger: Ledger, arbiter: Arbiter, clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS,
@@ -61,6 +61,10 @@ class RemoteLedger(Ledger):
         self.clock = clock or arbiter.swarm.clock
         self.problem = ""  # why the last push did not land, while that lasts ("" once one did)
         self.on_problem: Callable[[str], None] = lambda problem: None
+
+    def report_problems(self, listener: Callable[[str], None]) -> None:
+        """Tell `listener` why pushes do not land (a refusal's reason, an unanswered remote), and "" once one does."""
+        self.on_problem = listener
 
     # -- the protocol ---------------------------------------------------------------------
 
@@ -276,31 +280,20 @@ class RemoteLedger(Ledger):
         self, lease: Lease, ok: bool, now: float, error: str | None = None, artifacts: Sequence[Artifact] = (),
         retryable: bool = True,
     ) -> Task:
-        task, _ = self.finish_and_claim(lease, ok, now, 0.0, error, artifacts, retryable, claim_next=False)
+        task, _ = self.finish_and_claim(lease, Result(ok, error, artifacts, retryable), now, None)
         return task
 
     def finish_and_claim(
-        self,
-        lease: Lease,
-        ok: bool,
-        now: float,
-        ttl: float,
-        error: str | None = None,
-        artifacts: Sequence[Artifact] = (),
-        retryable: bool = True,
-        job_id: str | None = None,
-        exclude: frozenset[str] = frozenset(),
-        skip_jobs: frozenset[str] = frozenset(),
-        claim_next: bool = True,
-        patient: bool = True,
+        self, lease: Lease, result: Result, now: float, ask: Ask | None, patient: bool = True,
     ) -> tuple[Task, Lease | None]:
-        """The finish, and the worker's next claim in the same job, in one commit the remote accepts.
+        """The finish, and (with `ask`) the worker's next claim in the same job, in one commit the remote accepts.
 
         Pushed until it lands (an implement task's head with it) or its lease turns
         out lost (LeaseLost): an unreachable remote is waited for, with backoff
         (not `patient`: RemoteUnavailable, and the caller tries again later).
         """
-        finish = self._finish_builder(lease, ok, now, error, artifacts, retryable)
+        artifacts = result.artifacts
+        finish = self._finish_builder(lease, result.ok, now, result.error, artifacts, result.retryable)
         self.refs.write_artifacts(artifacts)
         picked: list[str | None] = [None]
 
@@ -309,15 +302,15 @@ class RemoteLedger(Ledger):
             op, _ = finish(snapshot)
             ops: list[Op] = [op]
             picked[0] = None
-            if claim_next:
+            if ask is not None:
                 after = apply(op, snapshot.state, snapshot.task)
-                pick = self._pick(now, job_id, after, lease.job, exclude, skip_jobs)
+                pick = self._pick(now, ask.job, after, lease.job, ask.exclude, ask.skip_jobs)
                 if pick is not None and pick[0] == lease.job and exhausted(snapshot.job, after.state, now) is None:
                     task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
                     # The index may have moved past this snapshot (another process here adopted a commit):
                     # a task no longer queued in it is simply not claimed; the finish never waits on a claim.
                     if task.state is TaskState.QUEUED:
-                        ops.append(self._claim_op(snapshot, task, lease.owner, ttl, now, after=1))
+                        ops.append(self._claim_op(snapshot, task, lease.owner, ask.ttl, now, after=1))
                         picked[0] = pick[1]
             return ops, artifacts
 
