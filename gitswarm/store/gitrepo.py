@@ -111,3 +111,18 @@ class Transport(Protocol):
     def push(self, remote: str, refspecs: Sequence[str]) -> PushResult:
         """Push each `src:dst` refspec, never forced, all or none (atomic): a ref that is not a
         fast-forward of the remote's refuses the whole push and moves nothing."""
+
+    def offer(
+        self, remote: str, updates: Mapping[str, str], expect: Mapping[str, str | None] | None = None
+    ) -> PushResult:
+        """Push commits by id (`updates`: remote ref -> commit id), all or none (atomic), in one connection,
+        with their objects; nothing local moves. ValueError, before anything is sent, when a ref of
+        `updates` is not under refs/swarm/. A ref not in `expect` moves only as a fast-forward of the
+        remote's; a ref in `expect` moves, fast-forward or not, only if the remote still holds the commit
+        given there (None: only if the remote has no such ref), a compare-and-swap. A ref the remote holds
+        at its commit already counts as accepted; an `expect` entry for a ref not in `updates` is ignored.
+        Accepted: ok, `pushed` every ref of `updates`, `rejected` empty, `said` "". Refused: not ok,
+        `pushed` empty, `rejected` one `!` line per ref as `git push --porcelain` prints it (a refused
+        ref's reason, such as "non-fast-forward", "fetch first", "stale info"; "atomic push failed" for
+        the refs refused with it), `said` git's first error line. A remote that cannot be reached:
+        not ok, `rejected` empty, `said` what git said."""

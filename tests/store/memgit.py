@@ -279,6 +279,10 @@ def _expand(spec: str, names: Sequence[str]) -> list[tuple[str, str]]:
     return found
 
 
+# The status `git push --atomic` names in "atomic push failed for ref R. status: N", by the reason R was refused.
+_REFUSAL_STATUS = {"non-fast-forward": 2, "fetch first": 5, "needs force": 6, "stale info": 7}
+
+
 @dataclass
 class MemTransport:
     """Fetch and push between a MemRepo and the MemRepos it names as its remotes."""
@@ -341,3 +345,49 @@ class MemTransport:
             there.refs[dst] = new
         pushed = tuple(src for flag, src, _, _ in lines if flag in ("*", " "))
         return PushResult(True, pushed, (), "")
+
+    def offer(
+        self, remote: str, updates: Mapping[str, str], expect: Mapping[str, str | None] | None = None
+    ) -> PushResult:
+        """As GitTransport.offer: commits by id, all or none; a ref in `expect` by compare-and-swap, any other
+        only as a fast-forward. The `!` lines come in git's order: the refs the remote has, by name, then the
+        new ones as given."""
+        if any(not ref.startswith("refs/swarm/") for ref in updates):
+            raise ValueError("only refs under refs/swarm/ are offered")
+        there = self._remote(remote)
+        if there is None:
+            return PushResult(False, (), (), f"fatal: '{remote}' does not appear to be a git repository")
+        leases = expect or {}
+        new_refs = [ref for ref in updates if ref not in there.refs]
+        order = [*sorted(ref for ref in updates if ref in there.refs), *new_refs]
+        moving = [ref for ref in order if there.refs.get(ref) != updates[ref]]  # a ref already there is up to date
+        refused: dict[str, str] = {}
+        for ref in moving:
+            reason = self._refusal(there.refs.get(ref), updates[ref], ref in leases, leases.get(ref))
+            if reason is not None:
+                refused[ref] = reason
+        if refused:
+            first = next(iter(refused))
+            summaries = {ref: f"[rejected] ({refused.get(ref, 'atomic push failed')})" for ref in moving}
+            said = f"error: atomic push failed for ref {first}. status: {_REFUSAL_STATUS[refused[first]]}"
+            return PushResult(False, (), tuple(f"!\t{updates[ref]}:{ref}\t{summaries[ref]}" for ref in moving), said)
+        missing = [updates[ref] for ref in moving if not self.local.has_object(updates[ref])]
+        if missing:  # git refuses it only once it packs the objects: the remote unpacks nothing
+            rejected = tuple(f"!\t{updates[ref]}:{ref}\t[remote rejected] (unpacker error)" for ref in moving)
+            return PushResult(False, (), rejected, f"fatal: bad object {missing[0]}")
+        for ref in moving:
+            there.copy_from(self.local, updates[ref])
+            there.refs[ref] = updates[ref]
+        return PushResult(True, tuple(updates), (), "")
+
+    def _refusal(self, old: str | None, new: str, leased: bool, lease: str | None) -> str | None:
+        """Why git refuses to move a remote ref from `old` to `new` before it sends anything, or None."""
+        if leased:
+            return None if old == lease else "stale info"
+        if old is None:
+            return None
+        if not self.local.has_object(old):
+            return "fetch first"
+        if not all(self.local.objects.get(oid, ("",))[0] == "commit" for oid in (old, new)):
+            return "needs force"
+        return None if self.local.is_ancestor(old, new) else "non-fast-forward"

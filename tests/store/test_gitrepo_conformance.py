@@ -366,3 +366,124 @@ def test_fetching_from_an_unknown_remote_fails_and_pushing_to_one_is_refused(pai
     pair.local.cas_ref(f"{JOBS}j1", files_commit(pair.local, {"a": b"1"}), None)
     done = pair.transport.push("nosuch", [f"{JOBS}*:{JOBS}*"])
     assert not done.ok and not done.remote_moved and done.said
+
+
+# offer: commits by id, all or none; a fast-forward, or a compare-and-swap for a ref in `expect`
+
+J1, J2 = f"{JOBS}j1", f"{JOBS}j2"
+BRANCH = "refs/swarm/branches/j1/t1"
+
+
+def _history(pair: Pair) -> tuple[str, str, str]:
+    """Commits of the local side only: `one`, `two` on top of it, and `side`, another child of `one`."""
+    one = files_commit(pair.local, {"a": b"1"})
+    two = files_commit(pair.local, {"a": b"2"}, [one], "two")
+    return one, two, files_commit(pair.local, {"a": b"side"}, [one], "side")
+
+
+def _offered(pair: Pair, updates: dict[str, str], expect: dict[str, str | None] | None = None) -> None:
+    done = pair.transport.offer("origin", updates, expect)
+    assert done == (True, tuple(updates), (), ""), done
+
+
+def test_an_offer_creates_refs_by_commit_id_with_their_objects_and_moves_nothing_here(pair: Pair) -> None:
+    one, two, _ = _history(pair)
+    done = pair.transport.offer("origin", {J1: two, J2: one})
+    assert done.ok and done.pushed == (J1, J2) and done.rejected == () and done.said == ""
+    assert pair.remote.list_refs("refs/") == {J1: two, J2: one}
+    assert [c.oid for c in pair.remote.walk(two)] == [one, two]
+    assert pair.remote.read_blob(pair.remote.tree_entry(pair.remote.commit_info(two).tree, "a") or "") == b"2"
+    assert pair.local.list_refs("refs/") == {}
+
+
+def test_an_offer_that_is_a_fast_forward_or_already_there_is_accepted(pair: Pair) -> None:
+    one, two, _ = _history(pair)
+    _offered(pair, {J1: one})
+    _offered(pair, {J1: two})
+    assert pair.remote.read_ref(J1) == two
+    _offered(pair, {J1: two})  # the remote holds it already: accepted, nothing moves
+    assert pair.remote.list_refs("refs/") == {J1: two}
+
+
+def test_an_offer_that_is_not_a_fast_forward_is_refused_whole(pair: Pair) -> None:
+    """One ref would fast-forward, the other would not: neither moves."""
+    one, two, side = _history(pair)
+    _offered(pair, {J1: two, J2: one})
+    done = pair.transport.offer("origin", {J2: two, J1: side})
+    assert not done.ok and done.pushed == () and done.remote_moved and J1 in done.said
+    assert done.rejected == (
+        f"!\t{side}:{J1}\t[rejected] (non-fast-forward)",
+        f"!\t{two}:{J2}\t[rejected] (atomic push failed)",
+    )
+    assert pair.remote.list_refs("refs/") == {J1: two, J2: one}
+
+
+def test_an_offer_built_on_a_tip_the_remote_moved_past_is_refused(pair: Pair) -> None:
+    """Another clone pushed a commit this side never saw: "fetch first", and nothing moves."""
+    one, two, _ = _history(pair)
+    _offered(pair, {J1: one})
+    elsewhere = files_commit(pair.remote, {"a": b"elsewhere"}, [one], "pushed by another clone")
+    pair.remote.cas_ref(J1, elsewhere, one)
+    done = pair.transport.offer("origin", {J1: two, J2: two})
+    assert not done.ok and done.pushed == () and done.remote_moved
+    assert done.rejected == (
+        f"!\t{two}:{J1}\t[rejected] (fetch first)",
+        f"!\t{two}:{J2}\t[rejected] (atomic push failed)",
+    )
+    assert pair.remote.list_refs("refs/") == {J1: elsewhere}
+
+
+def test_an_offer_whose_expect_matches_moves_the_ref_even_back_or_aside(pair: Pair) -> None:
+    """A branch a new attempt reset: a compare-and-swap, no fast-forward needed; the job's ref beside it
+    still moves as a fast-forward."""
+    one, two, side = _history(pair)
+    _offered(pair, {J1: one, BRANCH: two})
+    _offered(pair, {J1: two, BRANCH: side}, {BRANCH: two})  # aside: `side` does not contain `two`
+    assert pair.remote.list_refs("refs/") == {J1: two, BRANCH: side}
+    _offered(pair, {BRANCH: one}, {BRANCH: side})  # back to an ancestor
+    assert pair.remote.list_refs("refs/") == {J1: two, BRANCH: one}
+
+
+def test_an_offer_whose_expect_does_not_match_is_refused_whole(pair: Pair) -> None:
+    one, two, side = _history(pair)
+    _offered(pair, {J1: one, BRANCH: two})
+    done = pair.transport.offer("origin", {J1: two, BRANCH: side}, {BRANCH: one})  # the remote holds `two` there
+    assert not done.ok and done.pushed == () and done.remote_moved
+    assert done.rejected == (
+        f"!\t{side}:{BRANCH}\t[rejected] (stale info)",
+        f"!\t{two}:{J1}\t[rejected] (atomic push failed)",
+    )
+    absent = pair.transport.offer("origin", {J2: one}, {J2: two})  # an expected commit where the remote has no ref
+    assert not absent.ok and absent.rejected == (f"!\t{one}:{J2}\t[rejected] (stale info)",)
+    assert pair.remote.list_refs("refs/") == {J1: one, BRANCH: two}
+
+
+def test_an_offer_expecting_none_creates_a_ref_only_where_the_remote_has_none(pair: Pair) -> None:
+    one, two, _ = _history(pair)
+    _offered(pair, {BRANCH: one}, {BRANCH: None})
+    assert pair.remote.list_refs("refs/") == {BRANCH: one}
+    done = pair.transport.offer("origin", {BRANCH: two, J1: two}, {BRANCH: None})  # a fast-forward, but it exists now
+    assert not done.ok and done.pushed == () and done.remote_moved
+    assert done.rejected == (
+        f"!\t{two}:{BRANCH}\t[rejected] (stale info)",
+        f"!\t{two}:{J1}\t[rejected] (atomic push failed)",
+    )
+    assert pair.remote.list_refs("refs/") == {BRANCH: one}
+
+
+def test_an_offer_of_a_ref_outside_refs_swarm_raises_and_sends_nothing(pair: Pair) -> None:
+    one, _, _ = _history(pair)
+    with pytest.raises(ValueError, match="refs/swarm/"):
+        pair.transport.offer("origin", {J1: one, "refs/heads/main": one})
+    assert pair.remote.list_refs("refs/") == {} and not pair.remote.has_object(one)
+
+
+def test_an_offer_of_a_commit_this_side_lacks_or_to_an_unknown_remote_is_refused(pair: Pair) -> None:
+    """Neither is a race: the first names the refs it refused, the second refuses none and says why."""
+    one, _, _ = _history(pair)
+    lacking = pair.transport.offer("origin", {J1: "1234" * 10, J2: one})
+    assert not lacking.ok and lacking.pushed == () and not lacking.remote_moved
+    assert [line.split("\t")[1] for line in lacking.rejected] == [f"{'1234' * 10}:{J1}", f"{one}:{J2}"]
+    assert pair.remote.list_refs("refs/") == {}
+    unknown = pair.transport.offer("nosuch", {J1: one})
+    assert not unknown.ok and unknown.rejected == () and unknown.said
