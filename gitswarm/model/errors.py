@@ -59,6 +59,11 @@ class WorkFailed(GitswarmError):
     exit_code = EXIT_FAILED
 
 
+class DiskFull(WorkFailed):
+    """A write found no room on its filesystem; nothing of it was kept (git objects and refs are
+    written whole or not at all, the index in transactions)."""
+
+
 class LeaseLost(WorkFailed):
     """A worker's fencing token is no longer current; its write was refused."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -13,6 +14,7 @@ from typing import TypeVar
 import pygit2
 
 from gitswarm.model.errors import CorruptRecord, NotARepository, RefConflict
+from gitswarm.store.diskspace import full
 from gitswarm.store.gitrepo import CommitInfo
 from gitswarm.store.locks import held
 
@@ -84,7 +86,7 @@ class PygitRepo:
         read, the compare and the write: with libgit2's own check alone, writers in separate processes
         lost updates under contention (tests/store/test_notes.py's concurrency test).
         """
-        with held(self._common / "gitswarm" / "refs.lock"):
+        with self._writing(), held(self._common / "gitswarm" / "refs.lock"):
             self._cas_ref(name, new, expected, message)
 
     def _cas_ref(self, name: str, new: str, expected: str | None, message: str) -> None:
@@ -124,7 +126,22 @@ class PygitRepo:
         """The id git gives a blob of `data`, computed without writing it."""
         return str(pygit2.hash(data))
 
+    @contextlib.contextmanager
+    def _writing(self, need: int = 0) -> Iterator[None]:
+        """A failed write of about `need` bytes to the object store or a ref: DiskFull when the disk is full."""
+        try:
+            yield
+        except (pygit2.GitError, OSError) as exc:
+            found = full(self._common, exc, need)
+            if found is None:
+                raise
+            raise found from None
+
     def write_blob(self, data: bytes) -> str:
+        with self._writing(len(data)):
+            return self._write_blob(data)
+
+    def _write_blob(self, data: bytes) -> str:
         if len(data) > _BLOB_CACHE_MAX_SIZE:
             return str(self.repo.create_blob(data))
         found = pygit2.hash(data)  # the blob's id, computed without touching the disk
@@ -201,7 +218,8 @@ class PygitRepo:
         return found
 
     def update_tree(self, tree: str | None, changes: Mapping[str, str | None]) -> str:
-        return self._update_tree(tree, changes)[0]
+        with self._writing():
+            return self._update_tree(tree, changes)[0]
 
     def _update_tree(self, tree: str | None, changes: Mapping[str, str | None]) -> tuple[str, int]:
         """(new tree oid, its number of entries)."""
@@ -243,9 +261,10 @@ class PygitRepo:
 
     def commit(self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float) -> str:
         signature = pygit2.Signature(who[0], who[1], int(when), 0)
-        oid = self.repo.create_commit(
-            None, signature, signature, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
-        )
+        with self._writing(len(message)):
+            oid = self.repo.create_commit(
+                None, signature, signature, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
+            )
         return str(oid)
 
     def walk(self, tip: str, hide: str | None = None) -> Iterator[CommitInfo]:

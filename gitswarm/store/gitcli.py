@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gitswarm.store.diskspace import full
 from gitswarm.store.gitrepo import GitCommandError
 
 _DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX")
@@ -66,7 +67,8 @@ def git(
         env=git_env(env),
     )
     if check and done.returncode != 0:
-        raise GitCommandError(f"git {_subcommand(args)} failed: {said(done.stderr) or f'exit {done.returncode}'}")
+        failure = GitCommandError(f"git {_subcommand(args)} failed: {said(done.stderr) or f'exit {done.returncode}'}")
+        raise full(cwd, failure) or failure  # git said "No space left on device": a full disk, said as one
     return done.stdout
 
 

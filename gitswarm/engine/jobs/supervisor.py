@@ -40,7 +40,7 @@ from gitswarm.engine.machines.crew import Crew, Siblings
 from gitswarm.engine.machines.remote_leases import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedger
 from gitswarm.engine.machines.remote_watch import RemoteState, RemoteWatch
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.errors import GitswarmError, WorkFailed
+from gitswarm.model.errors import DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import new_id
 from gitswarm.model.records import FINISHED
 from gitswarm.store.index import IndexBroken
@@ -51,6 +51,8 @@ IDLE_MIN_SECONDS = 0.002
 IDLE_MAX_SECONDS = 0.2
 REMOTE_IDLE_MAX_SECONDS = 0.05
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
+EXIT_DISK_FULL = 75  # a worker found the disk full (EX_TEMPFAIL): the run stops
+STOPPED_BY_BYTES = 1024
 
 _fork = multiprocessing.get_context("fork")
 
@@ -87,13 +89,15 @@ def is_done(swarm: Swarm, options: WorkOptions) -> bool:
 
 def worker_main(
     path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any, supervisor: int | None = None,
-    crew: Crew | None = None,
+    crew: Crew | None = None, stopped_by: Any = None,
 ) -> None:
     """The body of one worker process; `adapter_pgid` and the `done` event are shared with the supervisor.
 
     The first worker to find the work done sets `done`, which wakes the idle
     ones at once instead of after their backoff sleep. `supervisor` is the pid
-    of the process that forked this one: the worker does not outlive it.
+    of the process that forked this one: the worker does not outlive it. A
+    full disk ends the worker with EXIT_DISK_FULL and its message in the shared
+    `stopped_by` buffer: the supervisor stops the run and says it once.
     """
     stop_on_sigterm()  # first: the parent-death signal must land here
     if supervisor is not None and not die_with_parent(supervisor):
@@ -143,6 +147,10 @@ def worker_main(
         return
     except IndexBroken as exc:
         raise SystemExit(f"gitswarm: worker {owner}: {exc}") from None
+    except DiskFull as exc:  # its lease is released by the supervisor, which stops the run
+        if stopped_by is not None:
+            stopped_by.value = str(exc).encode()[: len(stopped_by) - 1]
+        raise SystemExit(EXIT_DISK_FULL) from None
     finally:
         if worker.pipeline is not None:  # a finished result still waiting for its push: one more try
             with contextlib.suppress(GitswarmError, sqlite3.DatabaseError, KeyboardInterrupt):
@@ -163,6 +171,7 @@ class Supervisor:
         self.since = 0.0 if options.job else swarm.clock()
         self.path = str(swarm.repo.workdir or swarm.repo.common_dir)
         self.done = _fork.Event()
+        self.stopped_by: Any = _fork.Array("c", STOPPED_BY_BYTES)  # why a worker stopped the run (a full disk): .value, bytes
         self.guard = IndexGuard(swarm.ledger)
         self.terminated = False  # set by SIGTERM; the next poll stops the run
         self.ledger = swarm.ledger
@@ -187,7 +196,7 @@ class Supervisor:
             self.siblings.seat(slot, owner)
             self.slots[owner] = slot
             crew = Crew(self.siblings, slot)
-        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew)
+        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, self.stopped_by)
         process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
         process.start()
         self.workers[owner] = process
@@ -274,6 +283,8 @@ class Supervisor:
             self.slots.pop(owner, None)
             if process.exitcode != 0 or requeued:
                 self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued})
+            if process.exitcode == EXIT_DISK_FULL:  # every other worker would meet it too: stop, release, say it
+                raise DiskFull(self.stopped_by.value.decode(errors="replace") or f"disk full under {self.swarm.common_dir}")
 
     def release(self, owner: str) -> list[str]:
         """A worker is gone: kill the adapter it left running and requeue its tasks."""
@@ -297,8 +308,9 @@ class Supervisor:
                 process.kill()
                 process.join()
         for owner in list(self.workers):
-            # With an index that failed for good, the leases run out instead: `gitswarm recover` requeues them.
-            with contextlib.suppress(sqlite3.DatabaseError):
+            # With an index that failed for good, or no room left to write, the leases run out instead:
+            # `gitswarm recover` requeues them.
+            with contextlib.suppress(sqlite3.DatabaseError, DiskFull):
                 self.release(owner)
         self.workers.clear()
 

@@ -33,10 +33,11 @@ from gitswarm.engine.knowledge.skills import skills_section
 from gitswarm.engine.machines.claim_ahead import Pipeline
 from gitswarm.engine.routing.route import route
 from gitswarm.model.artifacts import BlobRef, Run
-from gitswarm.model.errors import BadInput, LeaseLost
+from gitswarm.model.errors import BadInput, DiskFull, LeaseLost
 from gitswarm.model.late_instructions import FollowUp
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 from gitswarm.model.routing import Route
+from gitswarm.store.diskspace import full
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.jobs import Snapshot
@@ -79,7 +80,10 @@ class IndexGuard:
         self.failures = 0
 
     def recover(self, exc: sqlite3.DatabaseError) -> None:
-        """The index failed with `exc`: rebuild it from the refs (or reopen the one another process rebuilt)."""
+        """The index failed with `exc`: rebuild it from the refs (or reopen the one another process rebuilt).
+        A full disk is no damage to rebuild from: DiskFull."""
+        if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+            raise full(self.ledger.index.path.parent, exc) or DiskFull(f"disk full: {self.ledger.index.path}: {exc}") from None
         while True:
             self.failures += 1
             if self.failures > self.tries:

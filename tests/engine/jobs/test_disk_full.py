@@ -1,0 +1,103 @@
+"""A full disk ends `work` with one line that says so and where, exit 1, nothing half-written,
+and the running tasks' leases released at once (not left to expire).
+
+On a small tmpfs where this machine lets the test mount one; everywhere, with ENOSPC injected at
+the store's write seam (PygitRepo.write_blob), the way the kernel reports it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitswarm.store import diskspace
+from gitswarm.store.git import PygitRepo
+from tests.conftest import cli, git
+
+BIG = 3_000_000  # bytes of output the big task prints: more than the small disk has room for
+SPEC = f"""goal = "outputs"
+[[tasks]]
+id = "big"
+command = "head -c {BIG} /dev/urandom"
+max_attempts = 3
+[[tasks]]
+id = "slow"
+command = "sleep 20"
+"""
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    (path / "README.md").write_text("hello\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-qm", "initial")
+    (path / "job.toml").write_text(SPEC)
+    (path / ".git" / "info" / "exclude").write_text("job.toml\n")
+    return path
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs, mounted for this test (root with CAP_SYS_ADMIN only)."""
+    mount = tmp_path / f"small-{uuid.uuid4().hex[:6]}"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or 'mount failed'}); the injected case covers it")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def assert_stopped_by_a_full_disk(repo: Path, where: Path) -> None:
+    result = cli(repo, "run", "job.toml", "-j", "2")
+    assert result.code == 1, (result.out, result.err)
+    said = [line for line in result.err.splitlines() if line.startswith("gitswarm:")]
+    assert len(said) == 1 and "disk full" in said[0] and str(where) in said[0], result.err
+    assert "Traceback" not in result.err and "GitError" not in result.err
+    view = cli(repo, "--json", "status").json()
+    [job] = view if isinstance(view, list) else view["jobs"]
+    tasks = cli(repo, "--json", "status", job["id"]).json()["tasks"]
+    # Both leases were released when the run stopped: nothing is left running until its lease runs out.
+    assert {t["id"]: t["state"] for t in tasks} == {"big": "queued", "slow": "queued"}
+    doctor = cli(repo, "--json", "doctor")
+    assert doctor.code == 0, doctor.out + doctor.err  # every record still reads: nothing half-written
+
+
+def test_a_full_tmpfs_stops_the_run_with_one_line_and_releases_the_leases(small_disk: Path) -> None:
+    repo = make_repo(small_disk / "repo")
+    assert_stopped_by_a_full_disk(repo, repo / ".git")
+
+
+def test_enospc_at_the_write_seam_stops_the_run_with_one_line_and_releases_the_leases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    real = PygitRepo._write_blob
+
+    def no_room_for_big_blobs(self: PygitRepo, data: bytes) -> str:
+        if len(data) >= BIG:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, data)
+
+    monkeypatch.setattr(PygitRepo, "_write_blob", no_room_for_big_blobs)  # the forked workers inherit it
+    assert_stopped_by_a_full_disk(repo, repo / ".git")
+
+
+def test_a_failed_write_is_a_full_disk_only_when_the_disk_says_so(tmp_path: Path) -> None:
+    enospc = OSError(errno.ENOSPC, "No space left on device")
+    assert diskspace.full(tmp_path, enospc) is not None
+    assert "disk full" in str(diskspace.full(tmp_path, RuntimeError("no error"), need=1 << 62))  # more than any disk has
+    assert diskspace.full(tmp_path, RuntimeError("no error"), need=10) is None  # room enough: some other failure
+    assert diskspace.full(tmp_path, OSError(errno.EACCES, "Permission denied")) is None
+    assert json.dumps(str(diskspace.full(tmp_path, enospc)))  # one line
+    assert "\n" not in str(diskspace.full(tmp_path, enospc))
