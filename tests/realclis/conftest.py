@@ -1,4 +1,4 @@
-"""The opt-in suite of real agent CLIs driven through gitswarm (issue 11).
+"""The opt-in suite of real agent CLIs driven through gitswarm.
 
     GITSWARM_REAL_CLIS=1 python -m pytest tests/realclis [-k claude]
 

@@ -1,4 +1,4 @@
-"""Each real agent CLI driven through gitswarm against a scripted fake model (issue 11).
+"""Each real agent CLI driven through gitswarm against a scripted fake model.
 
 Opt-in: GITSWARM_REAL_CLIS=1 python -m pytest tests/realclis (conftest.py).
 Per CLI, in order, in one temp repository: preflight; a delegation verified
@@ -307,7 +307,7 @@ def test_isolation_and_egress(lab: Lab) -> None:
 
 
 def test_implement_through_a_remote(lab: Lab) -> None:
-    """`run --remote` (issue 15): the claim and the finish are pushed to a remote before they count, and the
+    """`run --remote`: the claim and the finish are pushed to a remote before they count, and the
     patch's head travels with the finish. Last: it adds a remote to the lab's repository."""
     with cell(lab, "remote") as box:
         hub = lab.base / "hub.git"

@@ -1,4 +1,4 @@
-"""Browser work (issue 16, item 3): hermes with its browser toolsets and a 20-minute default, the three
+"""Browser work: hermes with its browser toolsets and a 20-minute default, the three
 guardrails in every browser prompt, network evidence on findings, and the repository's model floor."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Skills (issue 16, item 4): opt-in, chosen by shared words (ties by name), at most `max_skills` bodies within
+"""Skills: opt-in, chosen by shared words (ties by name), at most `max_skills` bodies within
 `max_tokens`, after the job prefix, recorded on the run; only SKILL.md files, only in allowed folders."""
 
 from __future__ import annotations

@@ -348,7 +348,7 @@ def test_the_losing_clone_cannot_finish_after_it_pulled_the_winning_claim(a: Pat
 
 
 MERGE_DEPENDS_ON_SYNC_ORDER = (
-    "bug: merge_job (gitswarm/store/oplog.py) replays the operations since the merge base on the "
+    "bug: merge_job (gitswarm/store/job_merge.py) replays the operations since the merge base on the "
     "state at the merge base, but the base can already hold operations that sort after ones it does "
     "not hold (here B's claim of x, clock 3, pushed before A's merge, is in the base of B's merge, "
     "while A's claim, clock 2, is not): the replay is then not in (clock, actor, id) order over the "
