@@ -36,11 +36,14 @@ def adapters_check(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="One adapter; default: every adapter whose executable is found.")] = None,
 ) -> None:
-    """Prove the executable runs and accepts every flag its spec uses; exit 1 if one does not."""
+    """Prove the executable runs and accepts every flag its spec uses; exit 1 if one does not. Warns (exit
+    unchanged) about a spec that names models but passes no {model} to its CLI."""
     from gitswarm.engine.routing.adapter_checks import check_adapters  # deferred: runs each CLI
 
     c = _ctx(ctx)
     data = check_adapters(c.swarm(), os.environ, name)
+    for warning in data["warnings"]:  # on stderr, as `hooks install` warns: they fail nothing
+        c.output.info(f"gitswarm: warning: {warning}")
     c.output.result(
         data,
         lambda d: render.table(

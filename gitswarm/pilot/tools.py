@@ -4,11 +4,14 @@ A Struct is the tool's whole contract: its docstring is the tool's
 description, its fields (with their Meta constraints) the input schema the
 client sees, and `msgspec.convert` checks a call's arguments against the
 same definition before anything runs, so a schema and its checks cannot
-drift apart. Unknown argument names are ignored, as clients add their own.
+drift apart. An argument the tool does not take is refused, naming it (the
+schema says `additionalProperties: false`): ignored, a misspelt or invented
+argument would run the tool as if it had not been given.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import threading
 from collections.abc import Callable
@@ -19,6 +22,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 import msgspec
 from msgspec import Meta
 
+from gitswarm.model.errors import BadInput
 from gitswarm.pilot import actions, watch
 
 MAX_WAIT_SECONDS = 3600.0
@@ -45,7 +49,7 @@ class Call:
     unanswered: bool = False
 
 
-class Arguments(msgspec.Struct, kw_only=True):
+class Arguments(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
@@ -230,6 +234,26 @@ def listing() -> list[dict[str, Any]]:
     return listed
 
 
+MAX_QUOTED = 200  # characters of the unknown argument names an error quotes back
+
+
 def parse(tool: Tool[A], arguments: dict[str, Any]) -> A:
-    """The call's arguments checked against the tool's Struct; msgspec.ValidationError says which and why."""
+    """The call's arguments checked against the tool's Struct; msgspec.ValidationError says which and why,
+    BadInput names the arguments the tool does not take."""
+    known = tool.arguments.__struct_fields__
+    unknown = [name for name in arguments if name not in known]
+    if unknown:
+        raise BadInput(unknown_arguments(tool, unknown))
     return msgspec.convert(arguments, tool.arguments)
+
+
+def unknown_arguments(tool: Tool[Any], unknown: list[str]) -> str:
+    """`status: unknown argument 'target' (it takes job, include_all)`, or `...; did you mean 'job'?`
+    for a close one; each name as repr shows it, so the message stays one line."""
+    known = tool.arguments.__struct_fields__
+    names = ", ".join(repr(name) for name in unknown)
+    if len(names) > MAX_QUOTED:
+        names = names[: MAX_QUOTED - 1] + "…"
+    close = difflib.get_close_matches(unknown[0], known, n=1) if len(unknown) == 1 else []
+    hint = f"; did you mean {close[0]!r}?" if close else f" (it takes {', '.join(known)})"
+    return f"{tool.name}: unknown argument{'s' if len(unknown) > 1 else ''} {names}{hint}"

@@ -1,10 +1,14 @@
-"""The adapters of a repository as the CLI shows them, and their preflight checks."""
+"""The adapters of a repository as the CLI shows them, their preflight checks, and what their specs
+may get wrong without failing one (warnings)."""
 
 from __future__ import annotations
 
+import json
+import string
 from collections.abc import Mapping
 from dataclasses import asdict
 
+from gitswarm.adapters.agentspec import AgentSpec, Arg
 from gitswarm.adapters.preflight import PreflightCache, check
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.swarm import Swarm
@@ -39,9 +43,46 @@ def list_adapters(swarm: Swarm, parent_env: Mapping[str, str]) -> dict:
 
 
 def check_adapters(swarm: Swarm, parent_env: Mapping[str, str], name: str | None) -> dict:
-    """Preflight one adapter, or every adapter whose executable is found; refreshes the cache."""
+    """Preflight one adapter, or every adapter whose executable is found; refreshes the cache.
+    `warnings` say what the specs of those adapters get wrong that no preflight fails (`ok` ignores them)."""
     cache = preflight_cache(swarm, parent_env)
     registry = cache.registry
     names = [name] if name is not None else [n for n in registry.names() if registry.found(n).executable is not None]
     results = [asdict(cache.get(n, fresh=True)) for n in names]
-    return {"ok": all(r["ok"] for r in results), "adapters": results}
+    warnings = [w for n in names if (spec := registry.found(n).spec) is not None for w in model_warnings(n, spec)]
+    return {"ok": all(r["ok"] for r in results), "adapters": results, "warnings": warnings}
+
+
+def model_warnings(name: str, spec: AgentSpec) -> list[str]:
+    """A spec that names models (`[models]` tiers, or `model`) while an argument template it runs with
+    has no `{model}`: routing picks a model and the run records it, but the CLI is never given it."""
+    tiers = spec.models.named()
+    if not tiers and spec.model is None:
+        return []
+    templates = _templates(spec)
+    missing = [where for where, args in templates.items() if "model" not in _placeholders(args)]
+    if not missing:
+        return []
+    named = f"model tiers ([models] {', '.join(tiers)})" if tiers else f"a model (model = {json.dumps(spec.model)})"
+    where, runs = ("its args", "") if len(missing) == len(templates) else (", ".join(missing), " in those runs")
+    return [f"{name}: names {named} but passes no {{model}} in {where}, so the CLI never receives the routed model{runs}"]
+
+
+def _templates(spec: AgentSpec) -> dict[str, list[Arg] | None]:
+    """Every argument template a run may use, by the key it is under (`args` also when absent: the
+    prompt alone is passed then)."""
+    found: dict[str, list[Arg] | None] = {}
+    for mode in ("analyze", "implement"):
+        table = spec.implement if mode == "implement" else spec.analyze
+        found.setdefault(f"{mode}.args" if table is not None else "args", spec.args_for(mode))
+        if table is not None and table.browser_args is not None:
+            found[f"{mode}.browser_args"] = table.browser_args
+    return found
+
+
+def _placeholders(args: list[Arg] | None) -> set[str]:
+    names: set[str] = set()
+    for arg in args or ():
+        for word in [arg] if isinstance(arg, str) else arg:
+            names.update(field for _, field, _, _ in string.Formatter().parse(word) if field)  # a loaded spec parses
+    return names

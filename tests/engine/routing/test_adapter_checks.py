@@ -146,3 +146,50 @@ def test_a_malformed_adapter_spec_is_one_line_and_exit_2(repo: Path) -> None:
     assert "bad.toml" in refused.err and "flavour" in refused.err
     assert cli(repo, "adapters", "check", "bad").code == 2
     assert os.listdir(repo / ".gitswarm" / "adapters") == ["bad.toml"]
+
+
+TIERS = '[models]\nfast = "tool-mini"\nstrong = "tool-max"\n'
+NO_MODEL = "so the CLI never receives the routed model"
+
+
+@pytest.mark.parametrize(
+    ("spec", "warned"),
+    [
+        (f'args = ["--answer", "{{prompt}}"]\n{TIERS}',
+         "tool: names model tiers ([models] fast, strong) but passes no {model} in its args, " + NO_MODEL),
+        (f"{TIERS}",  # no args at all: the prompt alone is passed
+         "tool: names model tiers ([models] fast, strong) but passes no {model} in its args, " + NO_MODEL),
+        ('args = ["--answer", "{prompt}"]\nmodel = "tool-max"\n',
+         'tool: names a model (model = "tool-max") but passes no {model} in its args, ' + NO_MODEL),
+        (f'[analyze]\nargs = ["--mode", "{{model}}", "{{prompt}}"]\n[implement]\nargs = ["--answer", "{{prompt}}"]\n{TIERS}',
+         "tool: names model tiers ([models] fast, strong) but passes no {model} in implement.args, " + NO_MODEL
+         + " in those runs"),
+        (f'args = ["--answer", "{{prompt}}", ["--mode", "{{model}}"]]\n{TIERS}', None),
+        ('args = ["--answer", "{prompt}", "--mode", "{model}"]\nmodel = "tool-max"\n', None),
+        ('args = ["--answer", "{prompt}"]\n', None),  # names no model: routing records none
+    ],
+    ids=["tiers", "tiers-no-args", "model", "tiers-one-mode", "tiers-with-model", "model-with-model", "no-model"],
+)
+def test_a_spec_naming_models_without_a_model_placeholder_is_warned_about_and_still_passes(
+    repo: Path, tmp_path: Path, spec: str, warned: str | None
+) -> None:
+    install_tool(repo, "tool", spec, tmp_path)
+    checked = cli(repo, "--json", "adapters", "check", "tool")
+    assert checked.code == 0, checked.err
+    data = checked.json()
+    assert data["ok"] is True and data["adapters"] == [{"name": "tool", "ok": True, "version": "tool 1.2.3", "reason": None}]
+    assert data["warnings"] == ([warned] if warned else [])
+    assert checked.err == (f"gitswarm: warning: {warned}\n" if warned else "")
+    human = cli(repo, "adapters", "check", "tool")
+    assert human.code == 0, human.err
+    assert human.err == (f"gitswarm: warning: {warned}\n" if warned else "")
+    assert "tool" in human.out and "yes" in human.out
+
+
+def test_a_warning_does_not_hide_a_failed_check(repo: Path, tmp_path: Path) -> None:
+    install_tool(repo, "tool", f'args = ["--answer", "{{prompt}}", "--turbo"]\n{TIERS}', tmp_path)
+    checked = cli(repo, "--json", "adapters", "check", "tool")
+    assert checked.code == 1
+    data = checked.json()
+    assert data["ok"] is False and data["adapters"][0]["reason"] == "its --help does not list --turbo"
+    assert data["warnings"] == ["tool: names model tiers ([models] fast, strong) but passes no {model} in its args, " + NO_MODEL]
