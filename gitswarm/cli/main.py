@@ -9,6 +9,7 @@ git waits for it on every `git push`. `status` and `show` go the quick path
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
 
@@ -24,7 +25,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args[:3] == PRE_PUSH and _push_needs_no_check():
         return
-    sys.exit(run(args))
+    code = run(args)
+    # What is left is freed by the exit: frozen, the interpreter's last collection does not walk every object
+    # the command's imports made (~30 ms of each command's wall time here).
+    gc.freeze()
+    sys.exit(code)
 
 
 def _push_needs_no_check() -> bool:

@@ -19,7 +19,7 @@ from gitswarm.model.coupling import coupled_tasks, refusal
 from gitswarm.model.errors import BadInput, NotFound, SpecError
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
-from gitswarm.model.records import FINISHED
+from gitswarm.model.records import FINISHED, runs_in_users_tree
 from gitswarm.model.spec import AdapterFacts, parse_spec
 from gitswarm.store import layout, reffiles
 from gitswarm.store.gitrepo import GitRepo
@@ -187,9 +187,8 @@ class Swarm:
         if coupled:
             raise SpecError(f"{Path(source).name}: {refusal(coupled)}")
         # Implement tasks branch from the base; agents' analyze tasks read a checkout of it (engine/delegation/readonly.py).
-        # Only shell analyze tasks run in the user's tree (engine/integrity.runs_in_users_tree, not imported:
-        # it would cost every command's start-up).
-        base, base_ref = self.pin_base(spec.base, any(t.mode == "implement" or t.adapter != "shell" for t in spec.tasks))
+        # Only shell analyze tasks run in the user's tree.
+        base, base_ref = self.pin_base(spec.base, any(not runs_in_users_tree(t.mode, t.adapter) for t in spec.tasks))
         if base is not None and any(t.mode == "implement" for t in spec.tasks):
             check_includes(self.repo.workdir, base)
         return self.ledger.submit(spec, self.clock(), source=Path(source).name, base=base, base_ref=base_ref)

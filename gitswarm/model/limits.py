@@ -20,3 +20,6 @@ MAX_OUTPUT_CAP = 1024 * 1024 * 1024
 
 MAX_PULLED_RECORD = 16 * 1024 * 1024  # bytes of one pulled record: an operation's commit, an artifact ([pull] max_record)
 MAX_PULL = 1024 * 1024 * 1024  # bytes one pull may read in all ([pull] max_pull)
+
+#: `work --remote`: how far past its deadline another machine's lease must be before it is expired (seconds).
+DEFAULT_CLOCK_SKEW_SECONDS = 5.0

@@ -35,6 +35,15 @@ TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED
 POISON = frozenset({TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
 
 
+SHELL = "shell"  # the one adapter that is not an agent
+
+
+def runs_in_users_tree(mode: str, adapter: str) -> bool:
+    """Whether a task runs in the user's working tree: shell analyze tasks (`pytest`, a build). Implement
+    tasks have their worktree, agents' analyze tasks a read-only checkout (engine/delegation/readonly.py)."""
+    return mode != "implement" and adapter == SHELL
+
+
 class JobStatus(enum.StrEnum):
     """A job's overall status, derived from its tasks' states (JobState.status)."""
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.model.paths import quote_path
+from gitswarm.model.records import runs_in_users_tree
 from gitswarm.store.errorlogs import repo_log_dir
 from gitswarm.store.index import Index
 from gitswarm.store.layout import JOBS_PREFIX, NOTES_REF
@@ -82,7 +83,6 @@ GIT_DIR_LISTED = ("hooks", "info")
 GIT_DIR_UNWATCHED = ("info/refs",)
 
 LISTED_CHANGES = 8
-SHELL = "shell"  # the one adapter that is not an agent
 IGNORED = b"!!"  # `git status --porcelain` for an ignored file
 
 
@@ -150,12 +150,6 @@ def changes(before: Snapshot, after: Snapshot) -> list[Change]:
             verb = "created" if old_stamp == ABSENT else "removed" if new_stamp == ABSENT else "changed"
             found.append(Change(f"{name} {verb}"))
     return found
-
-
-def runs_in_users_tree(mode: str, adapter: str) -> bool:
-    """Whether a task runs in the user's working tree: shell analyze tasks (`pytest`, a build). Implement
-    tasks have their worktree, agents' analyze tasks a read-only checkout (engine/delegation/readonly.py)."""
-    return mode != "implement" and adapter == SHELL
 
 
 def others_ran_in_tree(common_dir: Path, since: float) -> bool:

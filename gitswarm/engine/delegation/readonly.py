@@ -12,7 +12,7 @@ than kept for reuse. The integrity watch of delegations (engine/delegation/integ
 covers the rest: the user's tree, refs, the git dir.
 
 Shell analyze tasks (`pytest`, a build) are not agents: they run in the
-user's checkout as before (the worker decides; `integrity.runs_in_users_tree`).
+user's checkout as before (the worker decides; `model/records.runs_in_users_tree`).
 """
 
 from __future__ import annotations

@@ -5,18 +5,22 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.summary import build_summary
 from gitswarm.engine.jobs.supervisor import Supervisor, WorkOptions
-from gitswarm.engine.machines.arbiter import Arbiter
 from gitswarm.engine.notify.notifier import Notifier, Watch
-from gitswarm.engine.routing.adapter_checks import preflight_cache
-from gitswarm.engine.sharing.share import remote_key
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Summary, artifact_id
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import FINISHED
+
+if TYPE_CHECKING:
+    from gitswarm.engine.machines.arbiter import Arbiter
+
+# A local run of shell tasks loads neither the many-machines modules, the sharing ones nor the preflight
+# of agent CLIs: each is imported where a remote, a trusted remote or an agent adapter first needs it.
 
 
 def write_summary(swarm: Swarm, job_id: str) -> str | None:
@@ -42,17 +46,26 @@ def write_summary(swarm: Swarm, job_id: str) -> str | None:
 def check_remote(swarm: Swarm, remote: str, fetch: bool = True) -> dict[str, str]:
     """BadInput for an unknown remote; with `fetch`, bring the remote's jobs here before a command
     names one (WorkFailed when it does not answer). The jobs there that are refused here, and why."""
-    arbiter = Arbiter(swarm, remote)
+    arbiter = _arbiter(swarm, remote)
     return arbiter.sync().invalid if fetch else {}
+
+
+def _arbiter(swarm: Swarm, remote: str) -> Arbiter:
+    from gitswarm.engine.machines.arbiter import Arbiter  # deferred: see the note at the imports
+
+    return Arbiter(swarm, remote)
 
 
 def unusable_adapters(swarm: Swarm, job: str | None, parent_env: Mapping[str, str]) -> dict[str, str]:
     """The adapters of pending tasks whose preflight fails here, with why."""
+    names = [name for name in swarm.index.pending_adapters(job) if name != "shell"]
+    if not names:
+        return {}
+    from gitswarm.engine.routing.adapter_checks import preflight_cache  # deferred: see the note at the imports
+
     cache = preflight_cache(swarm, parent_env)
     failed = {}
-    for name in swarm.index.pending_adapters(job):
-        if name == "shell":
-            continue
+    for name in names:
         try:
             result = cache.get(name)
         except BadInput as exc:  # a spec that no longer loads
@@ -71,12 +84,17 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     """
     arbiter = None
     if options.remote is not None:
-        arbiter = Arbiter(swarm, options.remote)
+        arbiter = _arbiter(swarm, options.remote)
     notifier = Notifier.of(swarm)
     if notifier.command:
         on_event = Watch(swarm, notifier, on_event)
     # Trust is checked again at every claim (store/leases.py): these are only what is known now.
-    swarm.ledger.trusted_remotes = remotes = frozenset(remote_key(swarm, r) for r in trust)
+    remotes: frozenset[str] = frozenset()
+    if trust:
+        from gitswarm.engine.sharing.share import remote_key  # deferred: see the note at the imports
+
+        remotes = frozenset(remote_key(swarm, r) for r in trust)
+    swarm.ledger.trusted_remotes = remotes
     untrusted = swarm.ledger.untrusted_jobs()
     if options.job is not None and options.job in untrusted:
         why = swarm.ledger.trust.why_not(options.job, remotes)
@@ -117,7 +135,7 @@ def run(
     """Submit a job, work it to the end, return its summary view (and which adapters could not run)."""
     job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
     if options.remote is not None:  # on the remote before any machine can claim its tasks
-        Arbiter(swarm, options.remote).publish([job_id])
+        _arbiter(swarm, options.remote).publish([job_id])
     on_event({"event": "submitted", "job": job_id})
     for notice in swarm.notices:
         on_event({"event": "notice", "message": notice})

@@ -17,7 +17,6 @@ stopped, their tasks requeued), then raises Terminated.
 from __future__ import annotations
 
 import contextlib
-import functools
 import multiprocessing
 import os
 import signal
@@ -29,22 +28,24 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitswarm.engine.child_signals import die_with_parent, stop_on_sigterm
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.worker import IndexGuard, Worker, WorkerOptions
-from gitswarm.engine.machines.arbiter import Arbiter, machine_owner
-from gitswarm.engine.machines.claim_ahead import Claiming, Pipeline
-from gitswarm.engine.machines.crew import Crew, Siblings
-from gitswarm.engine.machines.remote_leases import DEFAULT_CLOCK_SKEW_SECONDS, RemoteLedger
-from gitswarm.engine.machines.remote_watch import RemoteState, RemoteWatch
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import new_id
+from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
 from gitswarm.model.records import FINISHED
 from gitswarm.store.index import IndexBroken
-from gitswarm.store.leases import Leases
+from gitswarm.store.leases import Ask, Leases
+
+if TYPE_CHECKING:  # for annotations only: a local run never loads the many-machines modules
+    from types import ModuleType
+
+    from gitswarm.engine.machines.crew import Crew, Siblings
+    from gitswarm.engine.machines.remote_watch import RemoteState, RemoteWatch
 
 POLL_SECONDS = 0.05
 IDLE_MIN_SECONDS = 0.002
@@ -87,6 +88,13 @@ def is_done(swarm: Swarm, options: WorkOptions) -> bool:
     return False
 
 
+def _remote_work() -> ModuleType:
+    """engine/machines/remote_work.py, loaded the first time a run is given a remote."""
+    from gitswarm.engine.machines import remote_work  # deferred: ~45 ms of imports a local run never needs
+
+    return remote_work
+
+
 def worker_main(
     path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any, supervisor: int | None = None,
     crew: Crew | None = None, stopped_by: Any = None,
@@ -113,13 +121,10 @@ def worker_main(
     ledger: Leases = swarm.ledger
     pipeline = None
     worker_options = replace(options.worker, job=options.job)
-    if options.remote is not None:
-        remote = ledger = RemoteLedger(swarm.ledger, Arbiter(swarm, options.remote), options.clock_skew)
-        if crew is not None:  # this machine's workers claim for each other, and say why pushes do not land
-            o = worker_options
-            claiming = Claiming(owner, o.lease, o.job, o.exclude, o.skip_jobs, crew.siblings.slots)
-            pipeline = Pipeline(remote, claiming, crew, time.time)
-            remote.report_problems(functools.partial(crew.siblings.report, crew.slot))
+    if options.remote is not None:  # this machine's workers claim for each other, and say why pushes do not land
+        o = worker_options
+        ask = Ask(owner, o.lease, o.job, o.exclude, o.skip_jobs)
+        ledger, pipeline = _remote_work().worker_leases(swarm, options.remote, options.clock_skew, ask, crew)
     worker = Worker(ledger, workdir, owner, worker_options, on_adapter=on_adapter, supervised=supervised, pipeline=pipeline)
     idle = IDLE_MIN_SECONDS
     # A sibling may claim for an idle worker through the remote: it looks for that task often.
@@ -178,24 +183,26 @@ class Supervisor:
         self.watch: RemoteWatch | None = None
         self.siblings: Siblings | None = None
         self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings
-        self.remote_state = RemoteState()
+        self.remote_state: RemoteState | None = None
         self.push_problem = ""
         if options.remote is not None:
-            self.ledger = RemoteLedger(swarm.ledger, Arbiter(swarm, options.remote), options.clock_skew)
-            self.siblings = Siblings(options.workers)
-            self.watch = RemoteWatch(self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes)
+            remote = _remote_work()
+            self.ledger = remote.remote_leases(swarm, options.remote, options.clock_skew)
+            self.siblings = remote.Siblings(options.workers)
+            self.watch = remote.RemoteWatch(self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes)
+            self.remote_state = remote.RemoteState()
 
     def _start_worker(self) -> None:
         owner = f"w-{new_id()[-8:]}"
         if self.options.remote is not None:  # seen by every machine: say whose worker it is
-            owner = machine_owner(self.swarm.actor, owner)
+            owner = _remote_work().machine_owner(self.swarm.actor, owner)
         pgid = _fork.Value("i", 0, lock=False)
         crew = None
         if self.siblings is not None:
             slot = min(set(range(self.options.workers)) - set(self.slots.values()))
             self.siblings.seat(slot, owner)
             self.slots[owner] = slot
-            crew = Crew(self.siblings, slot)
+            crew = _remote_work().Crew(self.siblings, slot)
         args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, self.stopped_by)
         process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
         process.start()
@@ -316,7 +323,7 @@ class Supervisor:
 
     def _remote_events(self) -> None:
         """Say when the remote stops or starts answering, and which leases were expired elsewhere's."""
-        assert self.watch is not None
+        assert self.watch is not None and self.remote_state is not None
         state = self.watch.state()
         if state.expired:
             self.on_event({"event": "expired", "tasks": list(state.expired)})

@@ -9,40 +9,31 @@ file) has the index rebuilt from the refs, and the work goes on.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
-from gitswarm.engine.config import Config, load_config, worktree_root
-from gitswarm.engine.delegation.attempt import Delegation
-from gitswarm.engine.delegation.integrity import runs_in_users_tree
-from gitswarm.engine.delegation.readonly import ReadOnly
-from gitswarm.engine.jobs.steering import deliver
-from gitswarm.engine.knowledge.followup_section import continuation
-from gitswarm.engine.knowledge.memory import auto_promote
-from gitswarm.engine.knowledge.memory_section import memory_section
-from gitswarm.engine.knowledge.packet import build_packet
-from gitswarm.engine.knowledge.skills import skills_section
-from gitswarm.engine.machines.claim_ahead import Pipeline
-from gitswarm.engine.routing.route import route
-from gitswarm.model.artifacts import BlobRef, Run
+from gitswarm.engine.config import worktree_root
+from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, DiskFull, LeaseLost
-from gitswarm.model.late_instructions import FollowUp
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
-from gitswarm.model.routing import Route
+from gitswarm.model.records import runs_in_users_tree
 from gitswarm.store.diskspace import full
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
-from gitswarm.store.jobs import Snapshot
 from gitswarm.store.leases import Ask, Lease, Leases, Result
 from gitswarm.store.worktrees import Worktrees
+
+if TYPE_CHECKING:  # for annotations only: neither is loaded by a run of shell tasks
+    from gitswarm.engine.jobs.agent_attempt import AgentAttempt
+    from gitswarm.engine.machines.claim_ahead import Pipeline
 
 CANCEL_POLL_SECONDS = 0.25
 MIN_RENEW_SECONDS = 0.75  # a lease nearly out is renewed at most every 0.25 s (a third of this)
@@ -82,7 +73,7 @@ class IndexGuard:
     def recover(self, exc: sqlite3.DatabaseError) -> None:
         """The index failed with `exc`: rebuild it from the refs (or reopen the one another process rebuilt).
         A full disk is no damage to rebuild from: DiskFull."""
-        if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:  # (a replaced index file carries none)
             raise full(self.ledger.index.path.parent, exc) or DiskFull(f"disk full: {self.ledger.index.path}: {exc}") from None
         while True:
             self.failures += 1
@@ -128,6 +119,7 @@ class Worker:
         self.next_lease: Lease | None = None  # claimed together with the last finish
         self.supervised = supervised  # False once the supervisor is gone: stop, write nothing
         self.guard = IndexGuard(ledger)
+        self._agents: AgentAttempt | None = None
 
     @property
     def worktrees(self) -> Worktrees:
@@ -162,33 +154,11 @@ class Worker:
         background = self.pipeline.background if self.pipeline is not None else None
         heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised, background)
         try:
-            # Read once per attempt, and only for an agent's: the packet and the routing both need it.
-            config = Config() if spec.adapter == "shell" else load_config(self.ledger.refs.repo.workdir)
-            ctx = self._context(lease, config)
-            routed = self._route(lease, config)
-            adapter = self.registry.get(routed.adapter if routed is not None else spec.adapter)
-            ctx = dataclasses.replace(ctx, route=routed)
-            auditor = self.registry.get(spec.auditor) if spec.auditor else None
-            if spec.mode == "implement":
-                if lease.base is None:
-                    raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
-                delegation = Delegation(
-                    self.ledger.refs.repo, self.worktrees, self._store_blob, self.clock, auditor, lambda n: self._steer(lease, n)
-                )
-                follow = self._follow_up(lease)
-                if follow is not None and follow.resume_session:
-                    ctx = dataclasses.replace(ctx, session=follow.session)
-                outcome = delegation.run(adapter, ctx, lease.base, spec, self._runner(heartbeat), lambda: heartbeat.lost is not None, follow)
-            elif runs_in_users_tree(spec.mode, spec.adapter):
-                outcome = execute(adapter, spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
+            if runs_in_users_tree(spec.mode, spec.adapter):
+                ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
+                outcome = execute(self.registry.get(spec.adapter), spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
             else:
-                if lease.base is None:
-                    raise BadInput(
-                        f"task {spec.id}: the job has no base commit for a read-only analyze task "
-                        "(submitted by an older gitswarm?): submit it again"
-                    )
-                readonly = ReadOnly(self.ledger.refs.repo, self.worktrees.root, self._store_blob, self.clock)
-                outcome = readonly.run(adapter, ctx, lease.base, spec, self._runner(heartbeat))
+                outcome = self.agents().run(lease, self._runner(heartbeat), lambda: heartbeat.lost is not None)
         except (BadInput, GitCommandError) as exc:
             outcome = Outcome(ok=False, error=str(exc), retryable=isinstance(exc, GitCommandError))
         if heartbeat.lost:
@@ -201,47 +171,18 @@ class Worker:
             self.pipeline.flush()
         return self._finish(lease, outcome)
 
-    def _context(self, lease: Lease, config: Config) -> RunContext:
-        """Where the task runs and, for an agent, the prompt packet and what it may still spend."""
-        ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
-        if lease.spec.adapter == "shell":
-            return ctx
-        snapshot = self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
-        budget = snapshot.job.budget
-        left = None if budget is None or budget.max_usd is None else max(budget.max_usd - snapshot.state.spent_usd, 0.0)
-        repo = self.ledger.refs.repo
-        recalled = memory_section(repo, self.ledger.refs, snapshot.job, lease.spec, lease.base, config.memory, self.clock())
-        skills, chosen = skills_section(repo.workdir, lease.spec, config.skills)
-        packet = build_packet(snapshot, lease.spec, repo.read_blob, memory=recalled, skills=skills)
-        # A follow-up's continuation and the steering delivered to this attempt come last: they are its newest word.
-        task = snapshot.task(lease.task)
-        sections = continuation(snapshot, task, self.ledger.refs.repo.read_blob) + deliver(self.ledger, lease, snapshot, 0, self.clock())
-        return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left, skills=chosen)
+    def agents(self) -> AgentAttempt:
+        """What runs this worker's agent tasks (and shell implement tasks), made when the first one comes."""
+        if self._agents is None:
+            # Deferred: the agent stack (delegations, the packet's knowledge, routing; ~40 ms of imports) is
+            # loaded by the worker that meets an agent task, never by a run of shell tasks.
+            from gitswarm.engine.jobs.agent_attempt import AgentAttempt
 
-    def _route(self, lease: Lease, config: Config) -> Route | None:
-        """The adapter and model of this attempt, and why (engine/routing/route.py); None for a shell task.
-        After an attempt that failed for a provider reason, `[routing] fallback` may send it elsewhere."""
-        if lease.spec.adapter == "shell":
-            return None
-        previous = None
-        if lease.attempt > 1:
-            snapshot = self._snapshot_of(lease)
-            runs = reversed(snapshot.task(lease.task).artifacts)
-            previous = next((r for a in runs if isinstance(r := snapshot.artifact(a), Run)
-                             and r.routing is not None and r.attempt == lease.attempt - 1), None)
-        return route(lease.spec, self.registry, config.routing, previous, self.options.exclude, config.adapters.disabled,
-                     config.browser.models)
-
-    def _snapshot_of(self, lease: Lease) -> Snapshot:
-        return self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
-
-    def _follow_up(self, lease: Lease) -> FollowUp | None:
-        """The follow-up the leased attempt carries out, if any (it stays in the task record until the next one)."""
-        return None if lease.spec.adapter == "shell" else self._snapshot_of(lease).task(lease.task).follow_up
-
-    def _steer(self, lease: Lease, round_: int) -> str:
-        """The steering delivered to repair round `round_` of the leased attempt ("" when none waits)."""
-        return deliver(self.ledger, lease, self._snapshot_of(lease), round_, self.clock())
+            self._agents = AgentAttempt(
+                self.ledger, self.workdir, self.registry, lambda: self.worktrees, self._store_blob, self.clock,
+                self.options.exclude,
+            )
+        return self._agents
 
     def _runner(self, heartbeat: _Heartbeat) -> Callable[[Invocation], ProcessResult]:
         def run(invocation: Invocation) -> ProcessResult:
@@ -280,7 +221,7 @@ class Worker:
                 self.pipeline.give_up(lease)
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
         if outcome.ok and lease.spec.mode == "implement":  # its verdict accepted: memory, if `[memory] auto`
-            auto_promote(self.ledger.refs.repo, self.ledger.refs, lease.job, lease.task, self.clock)
+            self.agents().accepted(lease)
         return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
 
     def _write(self, lease: Lease, outcome: Outcome) -> Lease | None:

@@ -26,6 +26,7 @@ from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRe
 from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
+from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
 from gitswarm.model.ops import BudgetStopped, LeaseExpired, LeaseRenewed, Op, TaskClaimed
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
@@ -33,7 +34,6 @@ from gitswarm.store.jobs import Snapshot
 from gitswarm.store.leases import Ask, Built, Lease, Ledger, Result, granted_lease
 
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
-DEFAULT_CLOCK_SKEW_SECONDS = 5.0
 OFFER_ROUNDS = 64  # refusals in a row (the remote kept moving) before an operation gives up
 CLAIM_PICKS = 8
 REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep taking them first
