@@ -27,6 +27,8 @@ class Output:
         `human` gets the data with every string escaped, so a value cannot add
         lines or controls to its layout; what it returns is escaped again.
         """
+        if isinstance(data, msgspec.Struct):  # a result type (engine/results.py): printed and rendered as plain data
+            data = msgspec.to_builtins(data)
         if self.json_mode:
             encoded = _json.encode(data)
             if encoded.isascii() and b"\x7f" not in encoded and hasattr(sys.stdout, "buffer"):

@@ -30,13 +30,11 @@ def diff(ctx: typer.Context, patch: PatchArg) -> None:
 def verify(ctx: typer.Context, patch: PatchArg) -> None:
     """Re-run a patch's verification now, on a clean checkout; exit 0 iff accepted."""
     from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
-    from gitswarm.engine.delegation.check_view import with_tails
 
     c = _ctx(ctx)
-    swarm = c.swarm()
-    data = with_tails(swarm, patches.verify_now(swarm, patch))
+    data = patches.verify_now(c.swarm(), patch)
     c.output.result(data, lambda d: f"{d['patch'][:12]} at {d['head'][:12]}: {d['verdict']} ({'accepted' if d['accepted'] else 'rejected'})" + render.failed_checks(d["checks"]))
-    if not data["accepted"]:
+    if not data.accepted:
         raise typer.Exit(EXIT_FAILED)
 
 

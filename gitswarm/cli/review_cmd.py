@@ -30,7 +30,7 @@ def audit(
         data,
         lambda d: f"{d['commit'][:12]}: {'accepted' if d['accepted'] else 'REJECTED'} ({d['verdict']}, {d['reviewer']})" + render.failed_checks(d["checks"]),
     )
-    if not data["accepted"]:
+    if not data.accepted:
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitswarm.engine.delegation import patches, similar
-from gitswarm.engine.delegation.check_view import with_tails
 from gitswarm.engine.delegation.merge import mergeable
 from gitswarm.engine.jobs import followup, steering
+from gitswarm.engine.results import MergeResult, Verified
 from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
@@ -195,12 +195,12 @@ def retry(repo: Path, task: str, start: bool = True, workers: int = 1) -> dict:
         return data
 
 
-def verify(repo: Path, patch: str) -> dict:
+def verify(repo: Path, patch: str) -> Verified:
     with closing(Swarm(repo)) as swarm:
-        return with_tails(swarm, patches.verify_now(swarm, patch))
+        return patches.verify_now(swarm, patch)
 
 
-def merge(repo: Path, patch: str, into: str | None = None, mode: Mode = "merge") -> dict:
+def merge(repo: Path, patch: str, into: str | None = None, mode: Mode = "merge") -> MergeResult:
     """Merge a patch whose head has a deciding, accepted verdict that counts here; else say why not.
     Unlike `gitswarm merge` it never verifies on the way: a pilot calls `verify` for that."""
     if mode not in ("merge", "squash", "rebase"):

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from gitswarm import __version__
+from gitswarm.engine.results import plain
 from gitswarm.engine.upkeep.errorlog import record_internal_error
 from gitswarm.model.errors import GitswarmError
 from gitswarm.pilot import actions, tools
@@ -89,7 +90,7 @@ class Server:
         self._methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self.initialize,
             "ping": lambda _: {},
-            "tools/list": lambda _: {"tools": tools.listing()},
+            "tools/list": lambda _: {"tools": self._tool_listing()},
             "resources/list": lambda _: {"resources": []},
             "resources/templates/list": lambda _: {"resourceTemplates": RESOURCE_TEMPLATES},
             "resources/read": self.read_resource,
@@ -181,6 +182,12 @@ class Server:
             "notifications/progress", {"progressToken": token, "progress": done, "message": message}
         )
 
+    def _tool_listing(self) -> list[dict[str, Any]]:
+        """tools/list; outputSchema only for revisions that know structuredContent (2025-06-18 on)."""
+        if self.version >= STRUCTURED_SINCE:
+            return tools.listing()
+        return [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in tools.listing()]
+
     def _call(self, ident: Id, tool: tools.Tool[Any], arguments: dict[str, Any], call: tools.Call) -> None:
         result = self.call_tool(tool, arguments, call)
         with self._lock:
@@ -198,6 +205,7 @@ class Server:
             return self._error(str(exc))
         except Exception as exc:  # the server's error boundary (cli/boundary.py's twin): a bug fails this call, not the session
             return self._error(f"internal error in {tool.name}: {self._evidence(exc, tool.name)}")
+        data = plain(data)  # a result Struct as the plain data its outputSchema describes
         text = msgspec.json.encode(data).decode()  # the same data as text, for clients that read only text
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
         if self.version >= STRUCTURED_SINCE:

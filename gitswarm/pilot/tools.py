@@ -22,6 +22,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 import msgspec
 from msgspec import Meta
 
+from gitswarm.engine.results import MergeResult, Verified, output_schema
 from gitswarm.model.errors import BadInput
 from gitswarm.pilot import actions, watch
 
@@ -193,7 +194,8 @@ A = TypeVar("A", bound=Arguments)
 class Tool(Generic[A]):
     name: str
     arguments: type[A]
-    run: Callable[[Path, A, Call], dict[str, Any]]
+    run: Callable[[Path, A, Call], Any]  # plain data, or the result Struct `returns` names
+    returns: type[msgspec.Struct] | None = None  # its outputSchema (engine/results.py): the CLI's --json is the same type
 
 
 TOOLS: dict[str, Tool[Any]] = {
@@ -211,8 +213,8 @@ TOOLS: dict[str, Tool[Any]] = {
         Tool("wait", Wait, lambda repo, a, call: watch.wait(repo, a.target, a.timeout, a.until, call.progress, call.cancelled)),
         Tool("cancel", Cancel, lambda repo, a, _: actions.cancel(repo, a.target, a.reason)),
         Tool("retry", Retry, lambda repo, a, _: actions.retry(repo, a.task, a.start)),
-        Tool("verify", Verify, lambda repo, a, _: actions.verify(repo, a.patch)),
-        Tool("merge", Merge, lambda repo, a, _: actions.merge(repo, a.patch, a.into, a.mode)),
+        Tool("verify", Verify, lambda repo, a, _: actions.verify(repo, a.patch), Verified),
+        Tool("merge", Merge, lambda repo, a, _: actions.merge(repo, a.patch, a.into, a.mode), MergeResult),
         Tool("review", Review, lambda repo, a, _: actions.review(repo, a.target, a.accept, a.note)),
         Tool("follow_up", FollowUp, lambda repo, a, _: actions.follow_up(repo, a.target, a.instruction, a.resume_session, a.start)),
         Tool("steer", Steer, lambda repo, a, _: actions.steer(repo, a.target, a.text)),
@@ -230,7 +232,10 @@ def listing() -> list[dict[str, Any]]:
         description = schema.pop("description")
         schema.pop("title", None)
         schema.setdefault("properties", {})
-        listed.append({"name": tool.name, "description": " ".join(description.split()), "inputSchema": schema})
+        entry = {"name": tool.name, "description": " ".join(description.split()), "inputSchema": schema}
+        if tool.returns is not None:
+            entry["outputSchema"] = output_schema(tool.returns)
+        listed.append(entry)
     return listed
 
 

@@ -9,6 +9,7 @@ from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import worktree_root
+from gitswarm.engine.delegation.check_view import check_view
 from gitswarm.engine.delegation.merge import (
     ConflictError,
     Mode,
@@ -24,6 +25,7 @@ from gitswarm.engine.delegation.merge import (
 from gitswarm.engine.delegation.verify import verify
 from gitswarm.engine.knowledge.memory import auto_promote
 from gitswarm.engine.notify.notifier import Notifier
+from gitswarm.engine.results import MergeResult, Verified
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import BlobRef, Decision, Patch
 from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
@@ -92,7 +94,7 @@ def refuse_untrusted(swarm: Swarm, job_id: str, doing: str) -> None:
         raise BadInput(f"{doing}: job {job_id} runs its own checks and may not run here ({why}); approve it first (gitswarm approve {job_id})")
 
 
-def verify_now(swarm: Swarm, prefix: str) -> dict:
+def verify_now(swarm: Swarm, prefix: str) -> Verified:
     """Run the patch's verification again now; the verdict and checks are recorded on its task."""
     patch_id, patch, snapshot = find_patch(swarm, prefix)
     refuse_untrusted(swarm, patch.job, "verify")
@@ -107,16 +109,14 @@ def verify_now(swarm: Swarm, prefix: str) -> dict:
     Notifier.of(swarm).verdict(verdict, recorded[-1])
     if verdict.accepted:
         auto_promote(swarm.repo, swarm.refs, patch.job, patch.task, swarm.clock)
-    return {
-        "patch": patch_id,
-        "head": patch.head,
-        "accepted": verdict.accepted,
-        "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
-        "checks": [{"command": c.command, "exit_code": c.exit_code, "passed": c.passed} for c in result.checks],
-    }
+    return Verified(
+        patch=patch_id, head=patch.head, accepted=verdict.accepted,
+        verdict=f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+        checks=[check_view(c, swarm.repo.read_blob) for c in result.checks],
+    )
 
 
-def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: bool, repair: bool = False) -> dict:
+def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: bool, repair: bool = False) -> MergeResult:
     patch_id, patch, snapshot = find_patch(swarm, prefix)
     target = merge_target(swarm, snapshot, into)
     require_commits(swarm, patch_id, patch)
@@ -128,7 +128,7 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
             )
         # No verdict counts here (none, or only unsigned ones / unknown signers): verify here first.
         refuse_untrusted(swarm, patch.job, "merge (no verdict that counts here, so it must be verified here)")
-        if not verify_now(swarm, patch_id)["accepted"]:
+        if not verify_now(swarm, patch_id).accepted:
             raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification here rejected its head {patch.head[:12]}; nothing merged")
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     with merge_lock(swarm.repo.common_dir):
@@ -157,7 +157,7 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
                 raise WorkFailed(f"checks failed on the merged tree: {', '.join(map(str, failed))}; nothing merged")
         apply_merge(swarm.repo, repo_dir, plan, checked_out)
     swarm.ledger.record_artifacts(patch.job, patch.task, [merged_decision(plan, swarm.clock())], swarm.clock())
-    return {"patch": patch_id, "into": target.removeprefix("refs/heads/"), "old": plan.old, "new": plan.new, "fast_forward": plan.fast_forward}
+    return MergeResult(patch=patch_id, into=target.removeprefix("refs/heads/"), old=plan.old, new=plan.new, fast_forward=plan.fast_forward)
 
 
 def merge_target(swarm: Swarm, snapshot: Snapshot, into: str | None) -> str:

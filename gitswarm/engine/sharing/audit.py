@@ -19,6 +19,7 @@ from gitswarm.engine.delegation.check_view import check_view
 from gitswarm.engine.delegation.patches import _store, find_patch, run_plain, worktrees_of
 from gitswarm.engine.delegation.verify import nothing_to_check, verify
 from gitswarm.engine.knowledge.memory import auto_promote
+from gitswarm.engine.results import Audited
 from gitswarm.engine.swarm import Swarm, verdict_view
 from gitswarm.model.artifacts import BlobRef, Patch, Verdict
 from gitswarm.model.errors import BadInput, NotFound
@@ -38,7 +39,7 @@ def resolve_commit(swarm: Swarm, rev: str) -> str:
     return commit
 
 
-def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, auditor: str | None = None) -> dict:
+def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, auditor: str | None = None) -> Audited:
     """Check REV on a clean checkout; its verdict is added to REV's note."""
     commit = resolve_commit(swarm, rev)
     config = load_config(swarm.repo.workdir).audit
@@ -64,13 +65,10 @@ def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, audi
     ctx = RunContext(AUDIT, AUDIT, 1, repo_dir, os.environ)
     result = verify(swarm.repo, Path(repo_dir), worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, reviewer)
     verdict = result.verdict
-    return {
-        "commit": commit,
-        "accepted": verdict.accepted,
-        "verdict": f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
-        "reviewer": verdict.reviewer,
-        "checks": [check_view(c, swarm.repo.read_blob) for c in result.checks],
-    }
+    return Audited(
+        commit=commit, accepted=verdict.accepted, verdict=f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+        reviewer=verdict.reviewer, checks=[check_view(c, swarm.repo.read_blob) for c in result.checks],
+    )
 
 
 def person(swarm: Swarm) -> str:

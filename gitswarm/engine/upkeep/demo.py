@@ -21,6 +21,7 @@ from gitswarm.engine.delegation.patches import merge
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.run import run
 from gitswarm.engine.jobs.supervisor import WorkOptions
+from gitswarm.engine.results import plain
 from gitswarm.engine.swarm import Swarm
 from gitswarm.store.git import init_repo
 from gitswarm.store.workspace import commit_everything
@@ -111,7 +112,7 @@ def run_demo(on_event: EventSink, root: Path | None = None) -> dict:
         view = run(swarm, path / "job.toml", WorkOptions(workers=2), on_event)
         for artifact in view["artifacts"]:
             if artifact["kind"] == "patch" and artifact["task"] == "fix-add":
-                story["merged"] = merge(swarm, artifact["id"], None, "merge", no_recheck=False)
+                story["merged"] = plain(merge(swarm, artifact["id"], None, "merge", no_recheck=False))
     rejected = next((t for t in view["tasks"] if t["id"] == "break-add"), None)
     story["rejected"] = {"task": "break-add", "state": rejected["state"], "why": rejected["error"]} if rejected else None
     on_event({"event": "demo_done", **story})

@@ -1,0 +1,68 @@
+"""What commands and the pilot's tools return, where a result crosses a layer: one Struct each.
+
+The CLI prints a result as JSON (`--json`) or renders it for a person; the
+MCP server sends it as a tool's structuredContent and advertises its
+outputSchema. Both come from the same Struct (msgspec.json.schema), so the
+shape a script parses and the schema a pilot is given cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class CheckView(msgspec.Struct, kw_only=True):
+    """A check as a person needs it: the command, how it ended and, when it failed, the last lines
+    it printed (stdout's, then stderr's)."""
+
+    command: str | list[str]
+    exit_code: int | None
+    passed: bool
+    timed_out: bool
+    tail: list[str]
+
+
+class Verified(msgspec.Struct, kw_only=True):
+    """`verify`: gitswarm's checks run again on a clean checkout of the patch's head, and the verdict."""
+
+    patch: str
+    head: str
+    accepted: bool
+    verdict: str  # status/integrity/contract
+    checks: list[CheckView]
+
+
+class Audited(msgspec.Struct, kw_only=True):
+    """`audit REV`: the checks (and an auditor) run on a clean checkout of a commit, the verdict noted on it."""
+
+    commit: str
+    accepted: bool
+    verdict: str  # status/integrity/contract
+    reviewer: str
+    checks: list[CheckView]
+
+
+class MergeResult(msgspec.Struct, kw_only=True):
+    """`merge`: the branch a verified patch moved, from which commit to which."""
+
+    patch: str
+    into: str
+    old: str
+    new: str
+    fast_forward: bool
+
+
+def plain(result: Any) -> Any:
+    """A result as plain data (dicts, lists, strings, numbers): what JSON and a renderer take."""
+    return msgspec.to_builtins(result)
+
+
+def output_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON Schema of a result Struct as one object schema, its nested Structs under `$defs`."""
+    _, components = msgspec.json.schema_components([kind])
+    schema = dict(components.pop(kind.__name__))
+    if components:
+        schema["$defs"] = components
+    return schema
