@@ -6,7 +6,7 @@ what `status` costs. The forms people type most, `status [JOB] [--all]` and
 run the same code as the typer commands (gitswarm.cli.reads). Anything else,
 or anything unusual in these (help, an unknown option, `--`, `-C` twice, an
 argument that starts with `-`), goes to the full command line, so that the
-quick path never answers differently from it (tests/cli/test_quick.py runs
+quick path never answers differently from it (tests/cli/test_first_day.py runs
 both on the same arguments).
 """
 

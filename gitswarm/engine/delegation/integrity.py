@@ -56,7 +56,7 @@ OWN_REF_PREFIXES = (b"refs/swarm/", b"refs/gitswarm/shadow/")
 OWN_REFS = (NOTES_REF.encode(),)
 
 # Files under <common>/gitswarm that workers and concurrent commands write as they go:
-# the SQLite index and its side files (store/index.py), the flock files of the index and
+# the SQLite index and its side files (store/index/), the flock files of the index and
 # of merges (only ever locked, their content means nothing), and the preflight cache
 # (engine/routing/adapter_checks.py; a cache of `--version` probes a `run` started elsewhere refreshes).
 UNWATCHED_OWN_FILES = (

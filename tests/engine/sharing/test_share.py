@@ -298,7 +298,7 @@ LOSER_FINISH_ACCEPTED = (
     "bug: after a pull merged two claims of the same task (both token 1), the losing clone still "
     "holds its lease: the index keys a lease by (job, task) and keeps the row when the token is the "
     "same (Index._put_lease's ON CONFLICT ... WHERE leases.token != excluded.token on the merge path, "
-    "Index.reindex's leases kept by (task, token) on the fast-forward path, store/index.py); "
+    "Index.reindex's leases kept by (task, token) on the fast-forward path, store/index/sync.py); "
     "Ledger._check_lease (store/leases.py) compares only token and expiry, and the reducer's fencing "
     "(model/reducer.py, _Apply.running) only the token. So the loser's finish is accepted and "
     "committed, and when its clock sorts before the winner's finish it becomes the task's result "
