@@ -82,6 +82,12 @@ class Result:
         return json.loads(self.out)
 
 
+def ok(result: Result) -> Result:
+    """RESULT, after asserting that its command exited 0 (saying what it printed if not)."""
+    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
+    return result
+
+
 def cli(cwd: Path, *args: str) -> Result:
     """Run the real CLI (argument parsing, commands, error boundary) in-process."""
     out, err = io.StringIO(), io.StringIO()

@@ -20,16 +20,23 @@ from gitswarm.model.memory import MemoryState, Remember, derive
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.memory import MEMORY_REF, STATE_PATH, record_path
 from gitswarm.store.memory_cache import Cached, cache_path
-from tests.conftest import bare_remote, cli, clone_with_own_history, commit_file, git, register_scripted, rev, spec_text
+from tests.conftest import (
+    bare_remote,
+    cli,
+    clone_with_own_history,
+    commit_file,
+    git,
+    ok,
+    register_scripted,
+    rev,
+    spec_text,
+)
 from tests.forge import commit_tree, hash_object, run_git, write_tree
 
 NOW = 1_700_000_000.0
 DEFAULTS = MemoryConfig()
 
 
-def ok(result):  # type: ignore[no-untyped-def]
-    assert result.code == 0, f"exit {result.code}\n{result.out}\n{result.err}"
-    return result
 
 
 def job_with_finding(repo: Path, title: str = "README.md keeps the greeting", body: str = "") -> tuple[str, str]:

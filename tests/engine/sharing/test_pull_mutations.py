@@ -67,7 +67,7 @@ from gitswarm.model.artifacts import Verdict
 from gitswarm.model.ops import JobCreated, Op
 from gitswarm.model.provenance import NoteLine, Seal
 from gitswarm.store import layout
-from tests.conftest import Result, cli, clone_of, git, rev, seeded_remote
+from tests.conftest import cli, clone_of, git, ok, rev, seeded_remote
 from tests.forge import commit_tree, hash_object, materialize, push, run_git, tree_files, write_tree
 
 MAX_RECORD = 65_536  # [pull] max_record in the repository's .gitswarm.toml: small, so oversized lines stay cheap
@@ -104,9 +104,6 @@ class World:
     marker: Path  # what the attacker's task touches if it ever runs
 
 
-def ok(result: Result) -> Result:
-    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
-    return result
 
 
 def note_lines(repo: Path, commit: str) -> set[bytes]:

@@ -30,7 +30,7 @@ from gitswarm.model.records import TaskState
 from gitswarm.store.git import PygitRepo
 from gitswarm.store.layout import NOTES_REF
 from gitswarm.store.notes import add_note_line
-from tests.conftest import Result, bare_remote, cli, clone_with_own_history, git, register_scripted, spec_text
+from tests.conftest import bare_remote, cli, clone_with_own_history, git, ok, register_scripted, spec_text
 
 START = 1_700_000_000.0
 TWO_TASKS = ('id = "x"\ncommand = "true"', 'id = "y"\ncommand = "true"')
@@ -57,9 +57,6 @@ def b(tmp_path: Path, remote: Path) -> Path:
 # -- running gitswarm --------------------------------------------------------------------------
 
 
-def ok(result: Result) -> Result:
-    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
-    return result
 
 
 def run_json(path: Path, *args: str) -> dict:

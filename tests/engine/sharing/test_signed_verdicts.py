@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, cli, clone_of, git, rev, seeded_remote
+from tests.conftest import cli, clone_of, git, ok, rev, seeded_remote
 from tests.forge import run_git
 
 ALICE = "alice@example.com"
@@ -30,9 +30,6 @@ CHECKED = 'id = "fix"\nmode = "implement"\ncommand = "echo good > code.txt"\nche
 UNCHECKED = 'id = "fix"\nmode = "implement"\ncommand = "echo good > code.txt"\nmax_attempts = 1'
 
 
-def ok(result: Result) -> Result:
-    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
-    return result
 
 
 def keygen(root: Path, name: str) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from gitswarm.model.ids import new_id
-from tests.conftest import Result, cli, clone_of, commit_file, git, rev, seeded_remote, spec_text
+from tests.conftest import Result, cli, clone_of, commit_file, git, ok, rev, seeded_remote, spec_text
 from tests.forge import commit_tree, forge_history, hash_object, history_ops, push, run_git, tree_files, write_tree
 from tests.proctools import wait_for
 
@@ -48,9 +48,6 @@ def evil(tmp_path: Path, remote: Path) -> Path:
     return clone_of(tmp_path, "evil", remote)
 
 
-def ok(result: Result) -> Result:
-    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
-    return result
 
 
 def submit(path: Path, *tasks: str, goal: str = "shared goal") -> str:
