@@ -312,7 +312,8 @@ class PygitRepo:
         if index.conflicts is not None:
             paths = sorted({(entry or other or third).path for entry, other, third in index.conflicts})
             return None, paths
-        return str(index.write_tree(self.repo)), []
+        with self._writing():
+            return str(index.write_tree(self.repo)), []
 
 
 

@@ -386,15 +386,15 @@ class Ledger:
                     picked[0] = None
                     return [op, self.refs.next_op(BudgetStopped, snapshot, now, after=1, reason=spent)], artifacts
                 task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
-                return [op, self._claim_op(snapshot, task, lease.owner, ttl, now, after=1)], artifacts
+                return [op, self._claim_op(snapshot, task, ask.owner, ttl, now, after=1)], artifacts
 
             snapshot, change = self._transition(lease.job, build)
             pick = picked[0]
             if pick is None:
                 return change.tasks[lease.task], None
             if pick[0] == lease.job:
-                return change.tasks[lease.task], granted_lease(snapshot, change, pick[1], lease.owner, now + ttl)
-            return change.tasks[lease.task], self._claim_chosen(*pick, lease.owner, ttl, now)
+                return change.tasks[lease.task], granted_lease(snapshot, change, pick[1], ask.owner, now + ttl)
+            return change.tasks[lease.task], self._claim_chosen(*pick, ask.owner, ttl, now)
 
     def _check_lease(self, lease: Lease, now: float) -> None:
         row = self.index.db.execute(

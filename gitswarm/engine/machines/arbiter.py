@@ -33,7 +33,7 @@ from gitswarm.engine.sharing.share import (
 )
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Artifact
-from gitswarm.model.errors import WorkFailed
+from gitswarm.model.errors import DiskFull, WorkFailed
 from gitswarm.model.reducer import Change
 from gitswarm.store import layout
 from gitswarm.store.jobs import COMMITTER, Snapshot
@@ -125,7 +125,7 @@ class Arbiter:
         """sync(), False (and `said` set) when the remote could not be reached; RemoteRefused as sync()."""
         try:
             self.sync(jobs)
-        except RemoteRefused:
+        except (RemoteRefused, DiskFull):  # a full disk here is no unanswered remote
             raise
         except WorkFailed as exc:
             self.said = str(exc)

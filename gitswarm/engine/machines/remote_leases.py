@@ -310,7 +310,7 @@ class RemoteLedger(Ledger):
                     # The index may have moved past this snapshot (another process here adopted a commit):
                     # a task no longer queued in it is simply not claimed; the finish never waits on a claim.
                     if task.state is TaskState.QUEUED:
-                        ops.append(self._claim_op(snapshot, task, lease.owner, ask.ttl, now, after=1))
+                        ops.append(self._claim_op(snapshot, task, ask.owner, ask.ttl, now, after=1))
                         picked[0] = pick[1]
             return ops, artifacts
 
@@ -321,9 +321,9 @@ class RemoteLedger(Ledger):
         except (InvalidTransition, RemoteRefused) as exc:
             raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
         done = change.tasks[lease.task]
-        if picked[0] is not None:
+        if picked[0] is not None and ask is not None:
             task = change.tasks[picked[0]]
-            return done, granted_lease(snapshot, change, picked[0], lease.owner, task.lease_expires or now)
+            return done, granted_lease(snapshot, change, picked[0], ask.owner, task.lease_expires or now)
         return done, None
 
     def expire(self, now: float, job_id: str | None = None, owner: str | None = None) -> list[tuple[str, str]]:

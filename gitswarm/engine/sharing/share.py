@@ -21,7 +21,7 @@ from pathlib import Path
 from gitswarm.engine.config import load_config
 from gitswarm.engine.sharing.memory_pull import pull_memory
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.errors import BadInput, CorruptRecord, GitswarmError, WorkFailed
+from gitswarm.model.errors import BadInput, CorruptRecord, DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitCommandError
@@ -171,6 +171,8 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
             continue
         try:
             plans.append(_plan(swarm, intake, job_id, theirs))
+        except DiskFull:
+            raise  # this clone's disk, not the job: nothing is refused for it
         except GitswarmError as exc:  # the job is refused and named; the rest of the pull goes on
             report.invalid[job_id] = str(exc)
     adopted = {plan.job: key for plan in plans if plan.outcome == "new"}
@@ -179,6 +181,8 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
     for plan in plans:
         try:
             outcome = _apply(swarm, intake, plan)
+        except DiskFull:
+            raise
         except GitswarmError as exc:
             report.invalid[plan.job] = str(exc)
             continue

@@ -19,7 +19,8 @@ import pytest
 
 from gitswarm.store import diskspace
 from gitswarm.store.git import PygitRepo
-from tests.conftest import cli, git
+from gitswarm.store.gitrepo import GitCommandError
+from tests.conftest import cli, clone_of, git, ok, seeded_remote
 
 BIG = 3_000_000  # bytes of output the big task prints: more than the small disk has room for
 SPEC = f"""goal = "outputs"
@@ -101,3 +102,32 @@ def test_a_failed_write_is_a_full_disk_only_when_the_disk_says_so(tmp_path: Path
     assert diskspace.full(tmp_path, OSError(errno.EACCES, "Permission denied")) is None
     assert json.dumps(str(diskspace.full(tmp_path, enospc)))  # one line
     assert "\n" not in str(diskspace.full(tmp_path, enospc))
+
+
+def test_little_room_makes_no_other_failure_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(diskspace, "free_bytes", lambda path: 100 * 1024)  # less than the margin
+    assert diskspace.full(tmp_path, GitCommandError("git merge-base failed: exit 1")) is None  # a plain "no"
+    assert diskspace.full(tmp_path, RuntimeError("failed to lock file 'refs/x.lock' for writing")) is None
+    assert diskspace.full(tmp_path, RuntimeError("no error"), need=10) is not None  # libgit2 lost the errno: the room says
+
+
+def test_a_full_disk_during_a_pull_is_said_and_no_job_is_called_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote = seeded_remote(tmp_path)
+    a, b = clone_of(tmp_path, "a", remote), clone_of(tmp_path, "b", remote)
+    (a / "spec.toml").write_text('goal = "shared"\n[[tasks]]\nid = "x"\ncommand = "true"\n')
+    ok(cli(a, "submit", "spec.toml"))
+    ok(cli(a, "push"))
+    real = PygitRepo._cas_ref
+
+    def no_room_for_job_refs(self: PygitRepo, name: str, new: str, expected: str | None, message: str) -> None:
+        if name.startswith("refs/swarm/jobs/"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(self, name, new, expected, message)
+
+    monkeypatch.setattr(PygitRepo, "_cas_ref", no_room_for_job_refs)
+    pulled = cli(b, "--json", "pull")
+    assert pulled.code == 1, (pulled.out, pulled.err)
+    assert pulled.err.startswith("gitswarm: disk full") and pulled.err.count("\n") == 1 and pulled.out == ""
+    monkeypatch.setattr(PygitRepo, "_cas_ref", real)
+    again = ok(cli(b, "--json", "pull")).json()  # room again: the job comes in, never marked refused
+    assert len(again["new"]) == 1 and again["invalid"] == {}
