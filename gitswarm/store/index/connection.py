@@ -10,7 +10,8 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from gitswarm.model.errors import InternalError
+from gitswarm.model.errors import DiskFull, InternalError
+from gitswarm.store.diskspace import full
 from gitswarm.store.index.schema import (
     INDEX_FORMAT,
     create_tables,
@@ -141,7 +142,8 @@ class IndexConnection:
 
         Writers queue on an flock first: the kernel wakes the next one the
         moment the lock is free, where SQLite's busy handler would sleep in
-        steps of up to 100 ms. The lock dies with its process.
+        steps of up to 100 ms. The lock dies with its process. A full disk is
+        DiskFull, nothing of the transaction kept: no damage to rebuild from.
         """
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_EX)
@@ -150,10 +152,15 @@ class IndexConnection:
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
+                self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # (a COMMIT that failed for want of room may have ended it already)
+                    self.db.execute("ROLLBACK")
                 raise
-            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+                raise
+            raise full(self.path.parent, exc) or DiskFull(f"disk full: cannot write the index {self.path}: {exc}") from None
         finally:
             if self._lock is not None:
                 fcntl.flock(self._lock, fcntl.LOCK_UN)

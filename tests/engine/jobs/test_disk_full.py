@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import DiskFull
 from gitswarm.store import diskspace
 from gitswarm.store.git import PygitRepo
 from gitswarm.store.gitrepo import GitCommandError
@@ -131,3 +133,18 @@ def test_a_full_disk_during_a_pull_is_said_and_no_job_is_called_refused(tmp_path
     monkeypatch.setattr(PygitRepo, "_cas_ref", real)
     again = ok(cli(b, "--json", "pull")).json()  # room again: the job comes in, never marked refused
     assert len(again["new"]) == 1 and again["invalid"] == {}
+
+
+def test_an_index_with_no_room_is_a_full_disk_and_keeps_nothing_of_the_transaction(repo: Path) -> None:
+    swarm = Swarm(repo)
+    try:
+        job = swarm.submit_text('goal = "g"\n[[tasks]]\nid = "a"\ncommand = "true"\n')
+        before = swarm.index.tasks(job)
+        pages = swarm.index.db.execute("PRAGMA page_count").fetchone()[0]
+        swarm.index.db.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own SQLITE_FULL, the way a full disk gives it
+        spec = 'goal = "big"\n' + "".join(f'[[tasks]]\nid = "t{i}"\ncommand = "true"\n' for i in range(400))
+        with pytest.raises(DiskFull, match="disk full"):
+            swarm.submit_text(spec)
+        assert swarm.index.tasks(job) == before and not swarm.index.db.in_transaction
+    finally:
+        swarm.close()
