@@ -54,6 +54,23 @@ class MergeResult(msgspec.Struct, kw_only=True):
     fast_forward: bool
 
 
+class SteerRecorded(msgspec.Struct, kw_only=True):
+    """`steer`: the guidance recorded, and the point it waits for."""
+
+    job: str
+    task: str | None  # None: job-wide, for the next task of the job to start
+    op: str  # the `steered` operation's id
+    delivered_at: str
+
+
+class Changed(msgspec.Struct, kw_only=True):
+    """`cancel` (and `retry`): the tasks the operation changed, each with its state now."""
+
+    job: str
+    task: str | None  # None: the whole job
+    changed: dict[str, str]
+
+
 def plain(result: Any) -> Any:
     """A result as plain data (dicts, lists, strings, numbers): what JSON and a renderer take."""
     return msgspec.to_builtins(result)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gitswarm.engine.results import Changed
 from gitswarm.model import codec
 from gitswarm.model.artifacts import Check, Patch, Run, Summary, describe
 from gitswarm.model.audit_names import looks_like_audit
@@ -337,10 +338,10 @@ class Swarm:
             "data": self.repo.read_blob(blob.oid) if blob else b"",
         }
 
-    def cancel(self, target: str, reason: str | None = None) -> dict:
+    def cancel(self, target: str, reason: str | None = None) -> Changed:
         job_id, task_id = self.resolve_target(target)
         change = self.ledger.cancel(job_id, task_id, self.clock(), reason)
-        return {"job": job_id, "task": task_id, "changed": _changed(change.tasks)}
+        return Changed(job=job_id, task=task_id, changed=_changed(change.tasks))
 
     def retry(self, target: str) -> dict:
         job_id, task_id = self.resolve_task(target)

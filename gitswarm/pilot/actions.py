@@ -18,7 +18,7 @@ from typing import Any, Literal
 from gitswarm.engine.delegation import patches, similar
 from gitswarm.engine.delegation.merge import mergeable
 from gitswarm.engine.jobs import followup, steering
-from gitswarm.engine.results import MergeResult, Verified
+from gitswarm.engine.results import Changed, MergeResult, SteerRecorded, Verified
 from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
@@ -182,7 +182,7 @@ def log(repo: Path, job: str) -> dict:
 # -- acting on work ----------------------------------------------------------------------------------
 
 
-def cancel(repo: Path, target: str, reason: str | None = None) -> dict:
+def cancel(repo: Path, target: str, reason: str | None = None) -> Changed:
     with closing(Swarm(repo)) as swarm:
         return swarm.cancel(target, _text(reason, "reason") if reason else None)
 
@@ -237,7 +237,7 @@ def follow_up(repo: Path, target: str, instruction: str, resume_session: bool = 
         return data
 
 
-def steer(repo: Path, target: str, text: str) -> dict:
+def steer(repo: Path, target: str, text: str) -> SteerRecorded:
     """Guidance for the next attempt or repair round of a task (JOB/TASK), or the next task of a job to start."""
     with closing(Swarm(repo)) as swarm:
         return steering.steer(swarm, target, _text(text, "text"))

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 import msgspec
 from msgspec import Meta
 
-from gitswarm.engine.results import MergeResult, Verified, output_schema
+from gitswarm.engine.results import Changed, MergeResult, SteerRecorded, Verified, output_schema
 from gitswarm.model.errors import BadInput
 from gitswarm.pilot import actions, watch
 
@@ -211,13 +211,13 @@ TOOLS: dict[str, Tool[Any]] = {
         Tool("diff", Diff, lambda repo, a, _: actions.diff(repo, a.patch)),
         Tool("log", Log, lambda repo, a, _: actions.log(repo, a.job)),
         Tool("wait", Wait, lambda repo, a, call: watch.wait(repo, a.target, a.timeout, a.until, call.progress, call.cancelled)),
-        Tool("cancel", Cancel, lambda repo, a, _: actions.cancel(repo, a.target, a.reason)),
+        Tool("cancel", Cancel, lambda repo, a, _: actions.cancel(repo, a.target, a.reason), Changed),
         Tool("retry", Retry, lambda repo, a, _: actions.retry(repo, a.task, a.start)),
         Tool("verify", Verify, lambda repo, a, _: actions.verify(repo, a.patch), Verified),
         Tool("merge", Merge, lambda repo, a, _: actions.merge(repo, a.patch, a.into, a.mode), MergeResult),
         Tool("review", Review, lambda repo, a, _: actions.review(repo, a.target, a.accept, a.note)),
         Tool("follow_up", FollowUp, lambda repo, a, _: actions.follow_up(repo, a.target, a.instruction, a.resume_session, a.start)),
-        Tool("steer", Steer, lambda repo, a, _: actions.steer(repo, a.target, a.text)),
+        Tool("steer", Steer, lambda repo, a, _: actions.steer(repo, a.target, a.text), SteerRecorded),
     )
 }
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from gitswarm.engine.results import MergeResult, Verified, output_schema
+from gitswarm.engine.results import Changed, MergeResult, SteerRecorded, Verified, output_schema
 from tests.conftest import cli, register_scripted
 from tests.pilot.rawclient import RawClient
 
@@ -36,6 +36,8 @@ def test_verify_and_merge_advertise_the_schema_of_their_result_type(project: Pat
     assert tools["verify"]["outputSchema"]["type"] == "object"
     assert set(tools["verify"]["outputSchema"]["required"]) == set(Verified.__struct_fields__)
     assert "CheckView" in tools["verify"]["outputSchema"]["$defs"]
+    assert tools["cancel"]["outputSchema"] == output_schema(Changed)
+    assert tools["steer"]["outputSchema"] == output_schema(SteerRecorded)
 
 
 def test_a_client_of_a_revision_without_structured_content_is_given_no_output_schema(project: Path) -> None:
@@ -56,3 +58,8 @@ def test_the_json_of_verify_and_merge_is_their_result_type(project: Path) -> Non
     assert merged.code == 0, merged.err
     assert msgspec.json.decode(merged.out, type=MergeResult).into == "main"
     assert set(merged.json()) == set(MergeResult.__struct_fields__)
+    job = delegated.json()["id"]
+    cancelled = cli(project, "--json", "cancel", job)
+    assert cancelled.code in (0, 2), cancelled.err  # a finished job has nothing left to cancel
+    if cancelled.code == 0:
+        assert set(cancelled.json()) == set(Changed.__struct_fields__)

@@ -11,6 +11,7 @@ the agent followed it is not gitswarm's to say.
 
 from __future__ import annotations
 
+from gitswarm.engine.results import SteerRecorded
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, InvalidTransition, LeaseLost
 from gitswarm.model.late_instructions import Guidance, check_text
@@ -22,7 +23,7 @@ from gitswarm.store.leases import Built, Lease, Leases
 SECTION = "# Guidance from the user"
 
 
-def steer(swarm: Swarm, target: str, text: str) -> dict:
+def steer(swarm: Swarm, target: str, text: str) -> SteerRecorded:
     """Record `text` for the next attempt or repair round of task `target` (`JOB/TASK`, or `TASK`
     alone), or job-wide for the next task of job `target` to start. Nothing is written for bad
     input (BadInput): an unknown id, a shell task (it has no prompt), a job without an agent task,
@@ -47,7 +48,7 @@ def steer(swarm: Swarm, target: str, text: str) -> dict:
 
     change = swarm.ledger.transition(job_id, build)
     pending = change.tasks[task_id].steering if task_id is not None else change.state.steering
-    return {"job": job_id, "task": task_id, "op": pending[-1].op, "delivered_at": waits}
+    return SteerRecorded(job=job_id, task=task_id, op=pending[-1].op, delivered_at=waits)
 
 
 def pending(snapshot: Snapshot, task: Task, round_: int) -> tuple[Guidance, ...]:
