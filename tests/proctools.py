@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -74,3 +76,13 @@ def kill_quietly(pids: Iterable[int], sig: int = 9) -> None:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> int:
+    """The exit code of `proc` within `timeout`; else its whole session killed, and TimeoutExpired."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise

@@ -21,7 +21,7 @@ from gitswarm.engine.jobs.worker import Worker, WorkerOptions
 from gitswarm.engine.swarm import Swarm
 from gitswarm.store.index import INDEX_FORMAT, index_path
 from tests.conftest import cli, spec_text
-from tests.proctools import children, kill_quietly, read_pids, wait_for, wait_gone
+from tests.proctools import children, finish, kill_quietly, read_pids, wait_for, wait_gone
 
 # A shell task whose `sleep` is a grandchild of the worker, its pid appended to a file.
 SLEEPER = "sleep 30 & echo $! >> {pids}; wait"
@@ -33,15 +33,6 @@ def start(repo: Path, tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Pat
     with open(out, "wb") as o, open(err, "wb") as e:
         proc = subprocess.Popen([sys.executable, "-m", "gitswarm", *args], cwd=repo, stdout=o, stderr=e, start_new_session=True)
     return proc, out, err
-
-
-def finish(proc: subprocess.Popen, timeout: float) -> int:
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
 
 
 def submit(repo: Path, *tasks: str) -> str:
