@@ -44,6 +44,18 @@ class Audited(msgspec.Struct, kw_only=True):
     checks: list[CheckView]
 
 
+class Reviewed(msgspec.Struct, kw_only=True):
+    """`review`: a person's verdict noted on a commit (for a finding or decision, on its job's base)."""
+
+    commit: str
+    reviewer: str
+    accepted: bool
+    note: str | None
+    signed: bool  # this clone signs its verdicts (gpg.format ssh and a signing key)
+    artifact: str | msgspec.UnsetType = msgspec.UNSET  # the finding or decision reviewed, when one was
+    remembered: list[str] | msgspec.UnsetType = msgspec.UNSET  # memory records the acceptance promoted, when any
+
+
 class MergeResult(msgspec.Struct, kw_only=True):
     """`merge`: the branch a verified patch moved, from which commit to which."""
 

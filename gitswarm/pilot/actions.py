@@ -18,7 +18,7 @@ from typing import Any, Literal
 from gitswarm.engine.delegation import patches, similar
 from gitswarm.engine.delegation.merge import mergeable
 from gitswarm.engine.jobs import followup, steering
-from gitswarm.engine.results import Changed, MergeResult, SteerRecorded, Verified
+from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified
 from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
@@ -243,6 +243,6 @@ def steer(repo: Path, target: str, text: str) -> SteerRecorded:
         return steering.steer(swarm, target, _text(text, "text"))
 
 
-def review(repo: Path, target: str, accept: bool, note: str | None = None) -> dict:
+def review(repo: Path, target: str, accept: bool, note: str | None = None) -> Reviewed:
     with closing(Swarm(repo)) as swarm:
         return audit.review(swarm, target, accept, _text(note, "note") if note else None)

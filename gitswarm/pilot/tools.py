@@ -22,7 +22,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 import msgspec
 from msgspec import Meta
 
-from gitswarm.engine.results import Changed, MergeResult, SteerRecorded, Verified, output_schema
+from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified, output_schema
 from gitswarm.model.errors import BadInput
 from gitswarm.pilot import actions, watch
 
@@ -215,7 +215,7 @@ TOOLS: dict[str, Tool[Any]] = {
         Tool("retry", Retry, lambda repo, a, _: actions.retry(repo, a.task, a.start)),
         Tool("verify", Verify, lambda repo, a, _: actions.verify(repo, a.patch), Verified),
         Tool("merge", Merge, lambda repo, a, _: actions.merge(repo, a.patch, a.into, a.mode), MergeResult),
-        Tool("review", Review, lambda repo, a, _: actions.review(repo, a.target, a.accept, a.note)),
+        Tool("review", Review, lambda repo, a, _: actions.review(repo, a.target, a.accept, a.note), Reviewed),
         Tool("follow_up", FollowUp, lambda repo, a, _: actions.follow_up(repo, a.target, a.instruction, a.resume_session, a.start)),
         Tool("steer", Steer, lambda repo, a, _: actions.steer(repo, a.target, a.text), SteerRecorded),
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from gitswarm.engine.results import Changed, MergeResult, SteerRecorded, Verified, output_schema
+from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified, output_schema
 from tests.conftest import cli, register_scripted
 from tests.pilot.rawclient import RawClient
 
@@ -38,6 +38,8 @@ def test_verify_and_merge_advertise_the_schema_of_their_result_type(project: Pat
     assert "CheckView" in tools["verify"]["outputSchema"]["$defs"]
     assert tools["cancel"]["outputSchema"] == output_schema(Changed)
     assert tools["steer"]["outputSchema"] == output_schema(SteerRecorded)
+    assert tools["review"]["outputSchema"] == output_schema(Reviewed)
+    assert set(tools["review"]["outputSchema"]["required"]) == {"commit", "reviewer", "accepted", "note", "signed"}
 
 
 def test_a_client_of_a_revision_without_structured_content_is_given_no_output_schema(project: Path) -> None:
@@ -58,6 +60,9 @@ def test_the_json_of_verify_and_merge_is_their_result_type(project: Path) -> Non
     assert merged.code == 0, merged.err
     assert msgspec.json.decode(merged.out, type=MergeResult).into == "main"
     assert set(merged.json()) == set(MergeResult.__struct_fields__)
+    reviewed = cli(project, "--json", "review", patch, "--accept")
+    assert reviewed.code == 0, reviewed.err
+    assert msgspec.json.decode(reviewed.out, type=Reviewed).accepted and "artifact" not in reviewed.json()
     job = delegated.json()["id"]
     cancelled = cli(project, "--json", "cancel", job)
     assert cancelled.code in (0, 2), cancelled.err  # a finished job has nothing left to cancel

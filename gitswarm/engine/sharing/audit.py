@@ -12,6 +12,8 @@ import hashlib
 import os
 from pathlib import Path
 
+import msgspec
+
 from gitswarm.adapters.base import RunContext
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config
@@ -19,7 +21,7 @@ from gitswarm.engine.delegation.check_view import check_view
 from gitswarm.engine.delegation.patches import _store, find_patch, run_plain, worktrees_of
 from gitswarm.engine.delegation.verify import nothing_to_check, verify
 from gitswarm.engine.knowledge.memory import auto_promote
-from gitswarm.engine.results import Audited
+from gitswarm.engine.results import Audited, Reviewed
 from gitswarm.engine.swarm import Swarm, verdict_view
 from gitswarm.model.artifacts import BlobRef, Patch, Verdict
 from gitswarm.model.errors import BadInput, NotFound
@@ -77,7 +79,7 @@ def person(swarm: Swarm) -> str:
     return ident.rsplit(" ", 2)[0] if ident else "unknown"
 
 
-def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> dict:
+def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> Reviewed:
     """A person's verdict on a patch's head (PATCH is an artifact id prefix), on a finding or a
     decision (noted on its job's base, deciding for that artifact alone), or on a commit."""
     job, task = AUDIT, None
@@ -101,8 +103,10 @@ def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> 
     notes = swarm.verdict_notes()
     notes.add(verdict, swarm.clock())
     remembered = auto_promote(swarm.repo, swarm.refs, job, task, swarm.clock) if accept and job != AUDIT else []
-    view = {"commit": commit, "reviewer": who, "accepted": accept, "note": note, "signed": notes.config.key is not None}
-    return view | ({"artifact": about[0]} if about else {}) | ({"remembered": remembered} if remembered else {})
+    return Reviewed(
+        commit=commit, reviewer=who, accepted=accept, note=note, signed=notes.config.key is not None,
+        artifact=about[0] if about else msgspec.UNSET, remembered=list(remembered) if remembered else msgspec.UNSET,
+    )
 
 
 def reviewed_artifact(swarm: Swarm, target: str) -> tuple[str, str, str, str | None] | None:
