@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from gitswarm.cli.escape import escape, escape_data, escape_lines, json_safe
+from gitswarm.engine.results import plain
 
 _json = msgspec.json.Encoder(order="deterministic")
 
@@ -27,8 +28,8 @@ class Output:
         `human` gets the data with every string escaped, so a value cannot add
         lines or controls to its layout; what it returns is escaped again.
         """
-        if isinstance(data, msgspec.Struct):  # a result type (engine/results.py): printed and rendered as plain data
-            data = msgspec.to_builtins(data)
+        if isinstance(data, msgspec.Struct):  # a result type: printed and rendered as plain data
+            data = plain(data)
         if self.json_mode:
             encoded = _json.encode(data)
             if encoded.isascii() and b"\x7f" not in encoded and hasattr(sys.stdout, "buffer"):

@@ -326,10 +326,14 @@ class Ledger:
                 return self.refs.next_op(BudgetStopped, s, now, reason=spent), ()
             return self._claim_op(s, s.task(task_id), owner, ttl, now), ()
 
-        snapshot, change = self._transition(job_id, build)
+        snapshot, change = self._decide(job_id, build)
         if change.state.stopped:
             return None
-        return granted_lease(snapshot, change, task_id, owner, now + ttl)
+        return granted_lease(snapshot, change, task_id, owner, change.tasks[task_id].lease_expires or now + ttl)
+
+    def _decide(self, job_id: str, build: Build) -> tuple[Snapshot, Change]:
+        """Where a claim is decided and written: here, in the critical section (a RemoteLedger: by its remote)."""
+        return self._transition(job_id, build)
 
     def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
         """Extend a live lease; LeaseLost if it expired, was revoked or superseded."""

@@ -22,10 +22,9 @@ from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
 from gitswarm.engine.config import worktree_root
 from gitswarm.model.artifacts import BlobRef
-from gitswarm.model.errors import BadInput, DiskFull, LeaseLost
+from gitswarm.model.errors import BadInput, LeaseLost
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 from gitswarm.model.records import runs_in_users_tree
-from gitswarm.store.diskspace import full
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.leases import Ask, Lease, Leases, Result
@@ -71,10 +70,7 @@ class IndexGuard:
         self.failures = 0
 
     def recover(self, exc: sqlite3.DatabaseError) -> None:
-        """The index failed with `exc`: rebuild it from the refs (or reopen the one another process rebuilt).
-        A full disk is no damage to rebuild from: DiskFull."""
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:  # (a replaced index file carries none)
-            raise full(self.ledger.index.path.parent, exc) or DiskFull(f"disk full: {self.ledger.index.path}: {exc}") from None
+        """The index failed with `exc`: rebuild it from the refs (or reopen the one another process rebuilt)."""
         while True:
             self.failures += 1
             if self.failures > self.tries:

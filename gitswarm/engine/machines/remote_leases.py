@@ -27,7 +27,7 @@ from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
-from gitswarm.model.ops import BudgetStopped, LeaseExpired, LeaseRenewed, Op, TaskClaimed
+from gitswarm.model.ops import LeaseExpired, LeaseRenewed, Op, TaskClaimed
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.jobs import Snapshot
@@ -215,18 +215,9 @@ class RemoteLedger(Ledger):
             return None
         return Lease(snapshot.job_id, task.id, task.claims, owner, task.lease_expires or 0.0, task.attempts, task.spec, snapshot.job.base)
 
-    def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
-        def build(s: Snapshot) -> Built:
-            spent = exhausted(s.job, s.state, now)
-            if spent is not None:
-                return self.refs.next_op(BudgetStopped, s, now, reason=spent), ()
-            return self._claim_op(s, s.task(task_id), owner, ttl, now), ()
-
-        snapshot, change = self.offer(job_id, build)
-        if change.state.stopped:
-            return None
-        task = change.tasks[task_id]
-        return granted_lease(snapshot, change, task_id, owner, task.lease_expires or now)
+    def _decide(self, job_id: str, build: Callable[[Snapshot], Built]) -> tuple[Snapshot, Change]:
+        """A claim is the remote's to decide: offered, and adopted here once it accepted."""
+        return self.offer(job_id, build)
 
     def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
         if task.state is not TaskState.QUEUED:
