@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,6 +29,11 @@ from gitswarm.model.errors import CorruptRecord
 
 TRUST_FILE = "trust.json"
 LOCAL_JOBS_FILE = "local-jobs"
+# gitswarm replaces trust.json atomically, but a hand edit (or anything with write access to the
+# git dir) may be caught half-written: a file that does not decode is read again a few times
+# before it counts as corrupt.
+TORN_READ_TRIES = 4
+TORN_READ_PAUSE = 0.05
 
 
 class TrustFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -48,14 +54,19 @@ class Trust:
         self.path = common_dir / "gitswarm" / TRUST_FILE
         self.local_path = common_dir / "gitswarm" / LOCAL_JOBS_FILE
         self._cache: tuple[object, TrustFile, frozenset[str]] | None = None
+        self._local: tuple[object, frozenset[str]] | None = None
 
     def load(self) -> TrustFile:
-        try:
-            return msgspec.json.decode(self.path.read_bytes(), type=TrustFile)
-        except FileNotFoundError:
-            return TrustFile()
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise CorruptRecord(f"{self.path}: {exc}") from None
+        for tries_left in range(TORN_READ_TRIES - 1, -1, -1):
+            try:
+                return msgspec.json.decode(self.path.read_bytes(), type=TrustFile)
+            except FileNotFoundError:
+                return TrustFile()
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if not tries_left:
+                    raise CorruptRecord(f"{self.path}: {exc}") from None
+                time.sleep(TORN_READ_PAUSE)
+        raise AssertionError("unreachable")
 
     def local_jobs(self) -> frozenset[str]:
         try:
@@ -105,8 +116,17 @@ class Trust:
             self._cache = (stamp, self.load(), self.local_jobs())
         return self._cache[1], self._cache[2]
 
+    def _made_here(self) -> frozenset[str]:
+        """local-jobs, read again only when it changed."""
+        stamp = _stamp(self.local_path)
+        if self._local is None or self._local[0] != stamp:
+            self._local = (stamp, self.local_jobs())
+        return self._local[1]
+
     def why_not(self, job: str, trusted_remotes: frozenset[str] = frozenset()) -> str | None:
         """Why `job` may not run here, or None when it may."""
+        if job in self._made_here():  # a job made here needs nothing from trust.json
+            return None
         data, local = self._state()
         if job in local or job in data.approved:
             return None
@@ -119,6 +139,9 @@ class Trust:
 
     def untrusted(self, jobs: Iterable[str], trusted_remotes: frozenset[str] = frozenset()) -> frozenset[str]:
         """Those of `jobs` that may not run here."""
+        jobs = frozenset(jobs) - self._made_here()
+        if not jobs:  # all made here: trust.json is not read
+            return frozenset()
         data, local = self._state()
         allowed = local | frozenset(data.approved)
         return frozenset(
