@@ -107,22 +107,25 @@ def run_process(
     except OSError as exc:
         return ProcessResult(None, b"", b"", 0, 0, 0.0, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
     pgid = proc.pid
-    if on_start is not None:
-        on_start(pgid)
     out, err = Stream(output_cap), Stream(output_cap)
     selector = selectors.DefaultSelector()
-    assert proc.stdout is not None and proc.stderr is not None
-    selector.register(proc.stdout, selectors.EVENT_READ, out)
-    selector.register(proc.stderr, selectors.EVENT_READ, err)
-    if stdin is not None:
-        assert proc.stdin is not None
-        os.set_blocking(proc.stdin.fileno(), False)
-        selector.register(proc.stdin, selectors.EVENT_WRITE, _Feed(proc.stdin, stdin))
-    exit_fd = _watch_exit(proc.pid, selector)
+    exit_fd: int | None = None
     exited = False
     stopped: str | None = None
     next_tick = start + tick
+    # From here on an interrupt (Ctrl-C, or the SIGTERM a worker turns into one) kills the group:
+    # under load the agent may already have started children before the next line runs.
     try:
+        if on_start is not None:
+            on_start(pgid)
+        assert proc.stdout is not None and proc.stderr is not None
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        if stdin is not None:
+            assert proc.stdin is not None
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin, selectors.EVENT_WRITE, _Feed(proc.stdin, stdin))
+        exit_fd = _watch_exit(proc.pid, selector)
         while True:
             now = time.monotonic()
             if timeout is not None and now - start > timeout:
