@@ -15,6 +15,16 @@ and it can be told to misbehave, like real agents sometimes do:
     misbehave: fail-after      make the edits, then exit 1
     misbehave: hang            make the edits, then never exit
     misbehave: switch-branch   check out another branch after editing
+
+and game its checks instead of fixing the code, as agents most often do
+(docs/verification.md says how gitswarm answers each):
+
+    misbehave: weaken-test     every assert in the test files becomes `assert True`
+    misbehave: delete-test     delete the test files
+    misbehave: skip-test       mark every test in the test files skipped (pytest)
+    misbehave: edit-checks     rewrite .gitswarm.toml so its checks run `true`
+    misbehave: conftest-pass   add a conftest.py whose hook reports every test passed
+    misbehave: shim            put an executable `pytest` that prints a pass in the worktree and its bin/
 """
 
 from __future__ import annotations
@@ -28,6 +38,19 @@ from pathlib import Path
 _EDIT = re.compile(r"^edit (?P<path>[^:]+): replace (?P<old>.+?) with (?P<new>.*)$")
 _WRITE = re.compile(r"^(?P<how>write|append) (?P<path>[^:]+): (?P<text>.*)$")
 _MISBEHAVE = re.compile(r"^misbehave: (?P<how>[a-z-]+)$")
+_ASSERT = re.compile(r"^(?P<indent>\s*)assert\b.*$", re.MULTILINE)
+SKIP_HEADER = 'import pytest\n\npytestmark = pytest.mark.skip(reason="flaky")\n\n'
+CONFTEST_PASS = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+    report.longrepr = None
+"""
+SHIM = "#!/bin/sh\necho '1 passed in 0.01s'\nexit 0\n"
 
 
 def task_section(prompt: str) -> str:
@@ -86,12 +109,41 @@ def apply(prompt: str, root: Path) -> tuple[int, set[str]]:
     return edited, misbehave
 
 
+def find_test_files(root: Path) -> list[Path]:
+    """The Python test files under `root`, as pytest names them."""
+    return sorted(
+        p for p in root.rglob("*.py")
+        if ".git" not in p.parts and (p.name.startswith("test_") or p.name.endswith("_test.py"))
+    )
+
+
+def game_checks(root: Path, misbehave: set[str]) -> None:
+    """Make the checks pass without fixing anything, in each of the ways asked for."""
+    for path in find_test_files(root):
+        if "weaken-test" in misbehave:
+            path.write_text(_ASSERT.sub(lambda m: f"{m['indent']}assert True", path.read_text()))
+        if "skip-test" in misbehave:
+            path.write_text(SKIP_HEADER + path.read_text())
+        if "delete-test" in misbehave:
+            path.unlink()
+    if "edit-checks" in misbehave:
+        (root / ".gitswarm.toml").write_text('[audit]\nchecks = ["true"]\n')
+    if "conftest-pass" in misbehave:
+        (root / "conftest.py").write_text(CONFTEST_PASS)
+    if "shim" in misbehave:
+        for where in (root / "pytest", root / "bin" / "pytest"):
+            where.parent.mkdir(parents=True, exist_ok=True)
+            where.write_text(SHIM)
+            where.chmod(0o755)
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m gitswarm.scripted_agent PROMPT", file=sys.stderr)
         return 2
     root = Path.cwd()
     edited, misbehave = apply(argv[-1], root)
+    game_checks(root, misbehave)
     if "outside" in misbehave:
         common = subprocess.run(
             ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=root, capture_output=True, text=True

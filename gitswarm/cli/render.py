@@ -119,8 +119,14 @@ def demo_story(story: dict) -> str:
         )
     rejected = story.get("rejected")
     if rejected:
-        lines.append(f"break-add: {rejected['state']}: {rejected['why']}")
-        lines.append("  the agent said it was done, but the check failed on its patch, so nothing of it was merged.")
+        lines.append(f"game-test: {rejected['state']}: {rejected['why']}")
+        lines.append(
+            "  the agent weakened the test instead of fixing calc.py; gitswarm ran the check with the base's test,"
+            " which still failed, and a patch that changes its own test is never accepted by its checks."
+        )
+    refused = story.get("refused")
+    if refused:
+        lines.append(f"  gitswarm merge {refused['patch'][:12]}: refused: {refused['why']}")
     lines.append(f"look around: cd {story['repository']} && gitswarm status")
     lines.append(f"the whole demo (its repository and worktrees) is in {story['scratch']}; remove it with: rm -rf {story['scratch']}")
     return "\n".join(lines)

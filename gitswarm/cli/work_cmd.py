@@ -140,7 +140,9 @@ def delegate(
     ctx: typer.Context,
     instruction: Annotated[str, typer.Argument(help="What the agent should do.")],
     adapter: Annotated[str, typer.Option("--adapter", help="The agent to delegate to.")],
-    check: Annotated[list[str] | None, typer.Option("--check", help="A command that must pass on the patch; repeatable.")] = None,
+    check: Annotated[
+        list[str] | None, typer.Option("--check", help="A command that must pass on the patch; repeatable (default: [audit] checks).")
+    ] = None,
     base: Annotated[str | None, typer.Option("--base", help="Branch from this commit (default: the checked-out tip).")] = None,
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
 ) -> None:
@@ -158,4 +160,7 @@ def delegate(
         for line in render.delegate_next(data):
             c.output.info(line)
     if data["status"] != "succeeded":
+        raise typer.Exit(EXIT_FAILED)
+    if data.get("unverified"):  # the patch stands, but nothing judged it: not a success
+        c.output.info("gitswarm: no checks: unverified; look at it (gitswarm diff) and verify it with checks before merging")
         raise typer.Exit(EXIT_FAILED)

@@ -75,6 +75,14 @@ class AuditConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_on
     timeout: str | float = 600.0
 
 
+class VerifyConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """What judges a patch (docs/verification.md): globs protected beside the defaults, and what
+    acceptance requires of its checks: "any" (they pass) or "fail-to-pass" (one of them fails on the base)."""
+
+    protect: list[Annotated[str, msgspec.Meta(min_length=1)]] = []
+    require: Literal["any", "fail-to-pass"] = "any"
+
+
 class HooksConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     audit_branches: list[str] = msgspec.field(default_factory=lambda: ["*"])
     verified_branches: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_VERIFIED))
@@ -133,6 +141,7 @@ class WorktreesConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     adapters: AdaptersConfig = msgspec.field(default_factory=AdaptersConfig)
     audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
+    verify: VerifyConfig = msgspec.field(default_factory=VerifyConfig)
     hooks: HooksConfig = msgspec.field(default_factory=HooksConfig)
     pull: PullConfig = msgspec.field(default_factory=PullConfig)
     worktrees: WorktreesConfig = msgspec.field(default_factory=WorktreesConfig)

@@ -104,6 +104,7 @@ class Patch(_Base, tag="patch", kw_only=True, frozen=True):
     diff: BlobRef
     sha256: str
     files: tuple[FileChange, ...] = ()
+    judges: tuple[str, ...] = ()  # the protected files it changes: what judges it (docs/verification.md)
 
     def __post_init__(self) -> None:
         _require(_is_hex(self.base, (HEX40, HEX64)), "patch.base must be a commit id")
@@ -114,6 +115,8 @@ class Patch(_Base, tag="patch", kw_only=True, frozen=True):
 VerdictStatus = Literal["complete", "incomplete", "blocked"]
 Integrity = Literal["clean", "suspect", "violation"]
 Contract = Literal["aligned", "unknown", "needs_revision", "invalid"]
+#: A check on the base, then on the head: the evidence a change gives (docs/verification.md).
+Transition = Literal["fail->pass", "pass->pass", "pass->fail", "fail->fail"]
 
 
 class Verdict(_Base, tag="verdict", kw_only=True, frozen=True):
@@ -126,6 +129,9 @@ class Verdict(_Base, tag="verdict", kw_only=True, frozen=True):
     evidence: dict[str, str] = {}
     checks: tuple[str, ...] = ()
     patch: str | None = None
+    judges: tuple[str, ...] = ()  # protected files the patch changes; checks alone never accept it then
+    transitions: dict[str, Transition] = {}  # check command -> how it went from the base to the head
+    flags: tuple[str, ...] = ()  # why a green run is not evidence: fewer tests ran, the user's tree was read
 
     def __post_init__(self) -> None:
         _require(_is_hex(self.head, (HEX40, HEX64)), "verdict.head must be a commit id")

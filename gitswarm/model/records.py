@@ -90,6 +90,7 @@ class TaskSpec(msgspec.Struct, frozen=True, kw_only=True):
     needs: tuple[str, ...] = ()  # capabilities the adapter must have (routing)
     approved: bool = False  # side effects outside the repository were approved at submission
     paths: tuple[str, ...] = ()  # implement mode: the files or folders (or globs) it may touch, declared
+    require: Literal["fail-to-pass"] | None = None  # implement mode: at least one check must fail on the base and pass
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):

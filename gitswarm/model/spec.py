@@ -65,6 +65,7 @@ class _RawTask(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     needs: list[str] = []
     approve: bool = False
     paths: Annotated[list[str], msgspec.Meta(max_length=MAX_DECLARED_PATHS)] = []
+    require: Literal["fail-to-pass"] | None = None  # implement mode: what its checks must show (docs/verification.md)
 
 
 class _RawBudget(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -328,6 +329,7 @@ def _validate(raw: _RawSpec, facts: AdapterFacts, approve_all: bool) -> JobSpec:
                 needs=tuple(task.needs),
                 approved=bool(side_effects),
                 paths=tuple(task.paths),
+                require=task.require,
             )
         )
     specs = [msgspec.structs.replace(s, dependents=tuple(dependents[s.id])) for s in specs]

@@ -138,22 +138,23 @@ def test_dash_c_resolves_relative_arguments_like_git_dash_c(repo: Path, tmp_path
 
 def test_demo(tmp_path: Path, child_env: dict[str, str]) -> None:
     """A throwaway repository, a small job run to the end, its summary table on stdout,
-    one delegation verified and merged, one rejected, and why."""
+    one delegation verified and merged, one that gamed its test rejected and its merge refused, and why."""
     result = gitswarm_(tmp_path, child_env, "demo")
     assert result.code == 0, result.out + result.err
     lines = result.out.splitlines()
     assert lines[0] == "# Check a tiny project"
     (headline,) = [line for line in lines if line.startswith("Job `")]
-    assert "**failed**" in headline  # break-add is rejected on purpose
+    assert "**failed**" in headline  # game-test games its check and is rejected on purpose
     job_id = headline.split("`")[1]
     table = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if line.startswith("|")]
     assert table[0][:3] == ["task", "state", "attempts"]
     rows = {row[0]: row for row in table[2:]}
-    assert sorted(rows) == ["break-add", "build", "fix-add", "lint", "report", "test"]
-    assert {row[1] for name, row in rows.items() if name != "break-add"} == {"succeeded"}
-    assert rows["break-add"][1] == "failed" and "rejected" in rows["break-add"][4]
+    assert sorted(rows) == ["game-test", "build", "fix-add", "lint", "report", "test"]
+    assert {row[1] for name, row in rows.items() if name != "game-test"} == {"succeeded"}
+    assert rows["game-test"][1] == "failed" and "rejected" in rows["game-test"][4]
     assert any(line.startswith("fix-add: its patch") and "merged it into main" in line for line in lines)
-    assert any(line.startswith("break-add: failed: rejected") for line in lines)
+    assert any(line.startswith("game-test: failed: rejected") and "changes what judges it: test_calc.py" in line for line in lines)
+    assert any("refused" in line and "changes what judges it" in line for line in lines)
     # Not a terminal: progress goes to stderr as JSON lines; the first names the repository, under TMPDIR.
     events = [json.loads(line) for line in result.err.splitlines()]
     assert all("event" in e for e in events)

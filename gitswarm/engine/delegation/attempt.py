@@ -17,12 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext, Runner, execute
 from gitswarm.adapters.shell import tail
 from gitswarm.engine.delegation.integrity import Watch, describe, snapshot, violations
-from gitswarm.engine.delegation.verify import verify
+from gitswarm.engine.delegation.judges import judge_changes, protection
+from gitswarm.engine.delegation.verify import rules_of, verify
 from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
 from gitswarm.model.errors import GitswarmError
+from gitswarm.model.evidence import held_for_review, judges_line, why_rejected
 from gitswarm.model.late_instructions import FollowUp
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.checkouts import Checkouts
@@ -129,8 +133,13 @@ class Delegation:
                 return Outcome(ok=True, artifacts=[*artifacts, patch])
             if stocker is not None:
                 stocker.wait()
+            rules = rules_of(self.repo.workdir, spec)
+            guard = protection(self.repo, base, spec.checks, rules.protect)
+            judges = judge_changes(self.repo, Path(repo_dir), base, captured.head, guard).files
+            if judges:
+                patch = msgspec.structs.replace(patch, judges=judges)
             verification = verify(
-                self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor
+                self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor, rules
             )
             artifacts += [patch, *verification.checks, verification.verdict]
             if verification.verdict.accepted:
@@ -139,12 +148,22 @@ class Delegation:
                 return Outcome(ok=False, error="lease lost")
             ctx = dataclasses.replace(ctx, prompt=self._repair_prompt(instruction or "", verification.checks, verification.verdict))
         rounds = spec.repair_rounds
+        last = verification.verdict
+        why = judges_line(last.judges) + ": a person must review it" if held_for_review(last) else why_rejected(last)
         return Outcome(
-            ok=False, error=f"rejected: the patch failed verification after {rounds} repair round(s)", artifacts=artifacts, retryable=False
+            ok=False, error=f"rejected after {rounds} repair round(s): {why}", artifacts=artifacts, retryable=False
         )
 
     def _repair_prompt(self, instruction: str, checks: list[Check], verdict: Verdict) -> str:
         lines = [instruction, "", f"Your change (commit {verdict.head[:12]}) was rejected: {verdict.status}/{verdict.integrity}/{verdict.contract}."]
+        if verdict.judges:
+            lines.append(
+                f"It changes files that judge it ({', '.join(verdict.judges)}): the checks ran with their base version, and "
+                "a change to them is never accepted by the checks. Fix the code, not the tests or the checks; put those files back."
+            )
+        lines += [f"- {flag}" for flag in verdict.flags]
+        if "require" in verdict.evidence:
+            lines.append(f"- {verdict.evidence['require']}")
         for check in checks:
             if not check.passed:
                 output = b""

@@ -20,6 +20,7 @@ from gitswarm.adapters.base import BlobWriter, RunContext, Runner
 from gitswarm.engine.delegation.verify import clean_checkout, drop_checkout, run_checks
 from gitswarm.model.artifacts import Decision, Patch
 from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
+from gitswarm.model.evidence import held_for_review
 from gitswarm.model.provenance import Weighed, accepted_by_gitswarm, deciding
 from gitswarm.store.gitrepo import GitCommandError, GitRepo
 from gitswarm.store.locks import held
@@ -42,10 +43,21 @@ class MergePlan:
 
 def mergeable(weighed: list[Weighed], patch_id: str) -> bool:
     """A head merges only when the verdict that decides here accepts it and gitswarm's own
-    checks, counted here, accepted this very patch. Uncounted verdicts (forged, unsigned,
-    signed by a key not allowed) play no part."""
+    checks, counted here, accepted this very patch; or, for a patch that changes what judges it,
+    when gitswarm held it for review and a person's counted review accepted it since.
+    Uncounted verdicts (forged, unsigned, signed by a key not allowed) play no part."""
     decider = deciding(weighed)
-    return decider is not None and decider.verdict.accepted and accepted_by_gitswarm(weighed, patch_id)
+    if decider is None or not decider.verdict.accepted:
+        return False
+    if accepted_by_gitswarm(weighed, patch_id):
+        return True
+    held = held_verdicts(weighed, patch_id)
+    return bool(held) and decider.verdict.producer == "person" and decider.verdict.created >= max(h.verdict.created for h in held)
+
+
+def held_verdicts(weighed: list[Weighed], patch_id: str) -> list[Weighed]:
+    """gitswarm's counted verdicts that held this patch for a person: it changes what judges it."""
+    return [w for w in weighed if w.counted and w.verdict.patch == patch_id and held_for_review(w.verdict)]
 
 
 def merge_lock(common_dir: Path) -> AbstractContextManager[None]:
@@ -91,7 +103,7 @@ def recheck(
 ) -> list:
     checkout = clean_checkout(repo_dir, root, plan.new)
     try:
-        return run_checks(checks, checkout, ctx, timeout, run, store, now)
+        return run_checks(checks, checkout, ctx, timeout, run, store, now, root)
     finally:
         drop_checkout(repo_dir, checkout)
 

@@ -15,6 +15,7 @@ from gitswarm.engine.delegation.merge import (
     Mode,
     apply_merge,
     conflict_decision,
+    held_verdicts,
     merge_lock,
     mergeable,
     merged_decision,
@@ -22,14 +23,16 @@ from gitswarm.engine.delegation.merge import (
     recheck,
     target_worktree,
 )
-from gitswarm.engine.delegation.verify import verify
+from gitswarm.engine.delegation.verify import rules_of, verify
 from gitswarm.engine.knowledge.memory import auto_promote
 from gitswarm.engine.notify.notifier import Notifier
 from gitswarm.engine.results import MergeResult, Verified
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.artifacts import BlobRef, Decision, Patch
+from gitswarm.model.artifacts import BlobRef, Decision, Patch, Verdict
 from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
+from gitswarm.model.evidence import judges_line, why_rejected
 from gitswarm.model.ids import check_branch_ref
+from gitswarm.model.provenance import Weighed
 from gitswarm.model.spec import toml_string
 from gitswarm.store.checkouts import CHECKOUTS_DIR, Checkouts
 from gitswarm.store.jobs import Snapshot
@@ -103,7 +106,10 @@ def verify_now(swarm: Swarm, prefix: str) -> Verified:
     auditor = repo_registry(swarm.repo.workdir).get(spec.auditor) if spec.auditor else None
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
-    result = verify(swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor)
+    result = verify(
+        swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor,
+        rules_of(swarm.repo.workdir, spec),
+    )
     recorded = swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
     verdict = result.verdict
     Notifier.of(swarm).verdict(verdict, recorded[-1])
@@ -113,6 +119,8 @@ def verify_now(swarm: Swarm, prefix: str) -> Verified:
         patch=patch_id, head=patch.head, accepted=verdict.accepted,
         verdict=f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
         checks=[check_view(c, swarm.repo.read_blob) for c in result.checks],
+        judges=list(verdict.judges), transitions=dict(verdict.transitions), flags=list(verdict.flags),
+        proof=verdict.evidence.get("proof"),
     )
 
 
@@ -122,6 +130,15 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
     require_commits(swarm, patch_id, patch)
     weighed = swarm.verdict_notes().weigh(patch.head)
     if not mergeable(weighed, patch_id):
+        held = held_verdicts(weighed, patch_id)
+        if held:
+            raise WorkFailed(
+                f"patch {patch_id[:12]} {judges_line(held[-1].verdict.judges)}: its checks alone never accept it; "
+                f"a person must review that change (gitswarm diff {patch_id[:12]}; gitswarm review {patch_id[:12]} --accept)"
+            )
+        rejected = _latest_gitswarm(weighed, patch_id)
+        if rejected is not None and not rejected.accepted:
+            raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification rejected it ({why_rejected(rejected)}); nothing merged")
         if any(w.counted for w in weighed):
             raise WorkFailed(
                 f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]} that counts here; run gitswarm verify"
@@ -158,6 +175,12 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         apply_merge(swarm.repo, repo_dir, plan, checked_out)
     swarm.ledger.record_artifacts(patch.job, patch.task, [merged_decision(plan, swarm.clock())], swarm.clock())
     return MergeResult(patch=patch_id, into=target.removeprefix("refs/heads/"), old=plan.old, new=plan.new, fast_forward=plan.fast_forward)
+
+
+def _latest_gitswarm(weighed: list[Weighed], patch_id: str) -> Verdict | None:
+    """gitswarm's latest counted verdict on this patch."""
+    own = [w.verdict for w in weighed if w.counted and w.verdict.producer == "gitswarm" and w.verdict.patch == patch_id]
+    return max(own, key=lambda v: v.created) if own else None
 
 
 def merge_target(swarm: Swarm, snapshot: Snapshot, into: str | None) -> str:

@@ -8,17 +8,26 @@ exactly the head SHA that was checked, also written as a note on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, execute
 from gitswarm.adapters.shell import ShellAdapter
-from gitswarm.model.artifacts import Check, Patch, Verdict, artifact_id
+from gitswarm.engine.config import load_config
+from gitswarm.engine.delegation.check_env import check_env, guard_dir, tree_reads
+from gitswarm.engine.delegation.judges import JudgeChanges, judge_changes, protection, restore
+from gitswarm.model.artifacts import Check, Patch, Transition, Verdict, artifact_id
 from gitswarm.model.errors import BadInput
+from gitswarm.model.evidence import names_every, transition, weigh
 from gitswarm.model.records import TaskSpec
+from gitswarm.model.test_counts import compare, read_counts, runner_of
 from gitswarm.model.verdict import Judgement, combine, from_checks, parse_auditor
+from gitswarm.store.base_checks import BaseCheck, BaseChecks, output_tail
 from gitswarm.store.checkouts import Checkout, Checkouts
+from gitswarm.store.diffs import binary_diff
+from gitswarm.store.gitcli import git
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.verdicts import VerdictNotes
 
@@ -26,7 +35,7 @@ AUDIT_PROMPT = """You are reviewing a patch made by another agent. Do not edit a
 
 The instruction it was given:
 {instruction}
-
+{judged}
 The patch (base {base}, head {head}):
 {diff}
 
@@ -35,13 +44,56 @@ Answer with one JSON object and nothing after it:
   "contract": "aligned|unknown|needs_revision|invalid",
   "evidence": {{"status": "...", "integrity": "...", "contract": "..."}}}}
 """
+JUDGES_SECTION = """
+This patch changes what judges it: {files}. gitswarm ran its checks with the base's version of
+these files, but the patch changes them. Answer "integrity": "suspect" unless you have read each
+change below and it is needed for the task and does not weaken, skip or delete a test or check; if
+you accept it, name each of these files in evidence.integrity and say why its change is right.
+
+The changes to them:
+{judges_diff}
+"""
+CHECKS_SECTION = """
+gitswarm's checks, on the base and then on the head:
+{table}
+"""
 MAX_AUDIT_DIFF = 200_000
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a repository asks of verification ([verify] in .gitswarm.toml, and a task's own `require`)."""
+
+    protect: tuple[str, ...] = ()
+    require: str | None = None
+    # An agent's patch is judged against its base: its judges put back, its checks run on the base too.
+    # `audit REV` of a person's own commit is not: it changes tests as a matter of course.
+    against_base: bool = True
+
+
+AUDIT_RULES = Rules(against_base=False)
+
+
+def rules_of(workdir: Path | None, spec: TaskSpec) -> Rules:
+    """The rules for verifying `spec`'s patches: the repository's [verify], the task's `require` first."""
+    config = load_config(workdir).verify
+    require = spec.require or (None if config.require == "any" else config.require)
+    return Rules(protect=tuple(config.protect), require=require)
 
 
 @dataclass(frozen=True)
 class Verification:
     checks: list[Check]
     verdict: Verdict
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """The checks of one checkout: the artifacts, and what the guard saw them read of the user's tree."""
+
+    checks: list[Check]
+    outputs: list[str]
+    tree_reads: list[list[str]]
 
 
 # The checkouts this process holds, by path: clean_checkout and drop_checkout pass only the path.
@@ -64,16 +116,33 @@ def drop_checkout(repo_dir: Path, path: Path) -> None:
 
 
 def run_checks(
-    commands: tuple[str, ...], checkout: Path, ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float]
+    commands: tuple[str, ...], checkout: Path, ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float],
+    root: Path | None = None, user_tree: Path | None = None,
 ) -> list[Check]:
+    """The checks run in `checkout`, in the guarded environment of engine/delegation/check_env.py."""
+    return _run_guarded(commands, checkout, ctx, timeout, run, store, now, root, user_tree, None).checks
+
+
+def _run_guarded(
+    commands: tuple[str, ...], checkout: Path, ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float],
+    root: Path | None, user_tree: Path | None, read_blob: Callable[[str], bytes] | None,
+) -> _Ran:
     shell = ShellAdapter()
-    checks: list[Check] = []
-    for command in commands:
+    ran = _Ran([], [], [])
+    guard = guard_dir(root if root is not None else checkout.parent)
+    for n, command in enumerate(commands):
+        reads = guard / f"reads-{os.getpid()}-{n}"
+        reads.unlink(missing_ok=True)
+        env = check_env(ctx.base_env, checkout, user_tree, guard, reads)
         spec = TaskSpec(id=ctx.task, seq=0, command=command, timeout=timeout)
-        check_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env)
+        check_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, env)
         outcome = execute(shell, spec, check_ctx, run, store, now)
-        checks.extend(a for a in outcome.artifacts if isinstance(a, Check))
-    return checks
+        found = [a for a in outcome.artifacts if isinstance(a, Check)]
+        ran.checks.extend(found)
+        ran.outputs.append(_output(found[0], read_blob) if found and read_blob is not None else "")
+        ran.tree_reads.append(tree_reads(reads, user_tree) if user_tree is not None else [])
+        reads.unlink(missing_ok=True)
+    return ran
 
 
 def nothing_to_check(doing: str) -> str:
@@ -95,21 +164,37 @@ def verify(
     store: BlobWriter,
     now: Callable[[], float],
     auditor: Adapter | None = None,
+    rules: Rules = Rules(),
 ) -> Verification:
+    """Judge `patch`: its checks on a clean checkout of its head with the base's judges, the same checks
+    on the base (cached), and the auditor if any; the verdict is noted on the head."""
     if not spec.checks and auditor is None:
         raise BadInput(nothing_to_check(f"verify {patch.head[:12]}"))
+    against_base = rules.against_base and patch.base != patch.head
+    guard = protection(repo, patch.base, spec.checks, rules.protect)
+    judges = judge_changes(repo, repo_dir, patch.base, patch.head, guard) if against_base else JudgeChanges((), {})
+    user_tree = repo.workdir
+    # The base first: its checkout, when the cache misses, is then reused for the head's.
+    base = _base_results(repo, repo_dir, root, patch.base, spec, ctx, run, store, now, user_tree) if spec.checks and against_base else {}
     checkout = clean_checkout(repo_dir, root, patch.head)
     try:
-        checks = run_checks(spec.checks, checkout, ctx, spec.timeout, run, store, now)
-        judgement = from_checks({_shown(c): c.passed for c in checks})
-        reviewer = "checks"
+        restore(repo, checkout, judges.restore)
+        ran = _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
+        if judges.restore:  # the auditor reviews the patch as it is
+            git(["checkout", "-q", "-f", "HEAD", "--", "."], checkout)
+        transitions = {_shown(c): transition(base[_shown(c)].passed, c.passed) for c in ran.checks if _shown(c) in base}
+        flags = _flags(repo, patch.base, ran, base)
+        judgement = from_checks({_shown(c): c.passed for c in ran.checks})
+        reviewer, reviewed = "checks", False
         if auditor is not None:
-            said = _audit(auditor, repo, patch, spec, ctx, checkout, run, store, now)
+            said = _audit(auditor, repo, repo_dir, patch, spec, ctx, checkout, run, store, now, judges.files, transitions)
+            reviewed = bool(judges.files) and said.accepted and names_every(said.evidence.get("integrity", ""), judges.files)
             # With no checks the auditor alone judges; with both, both must accept.
-            judgement = combine(judgement, said) if checks else said
-            reviewer = f"checks+{auditor.name}" if checks else auditor.name
+            judgement = combine(judgement, said) if ran.checks else said
+            reviewer = f"checks+{auditor.name}" if ran.checks else auditor.name
     finally:
         drop_checkout(repo_dir, checkout)
+    judgement = weigh(judgement, transitions=transitions, flags=flags, require=rules.require, judges=judges.files, reviewed=reviewed)
     verdict = Verdict(
         job=ctx.job,
         task=ctx.task,
@@ -123,11 +208,63 @@ def verify(
         accepted=judgement.accepted and not judgement.malformed,
         reviewer=reviewer,
         evidence=judgement.evidence | ({"malformed": judgement.malformed} if judgement.malformed else {}),
-        checks=tuple(artifact_id(c) for c in checks),
+        checks=tuple(artifact_id(c) for c in ran.checks),
         patch=artifact_id(patch),
+        judges=judges.files,
+        transitions=transitions,
+        flags=tuple(flags),
     )
     VerdictNotes(repo, repo_dir).add(verdict, now())
-    return Verification(checks, verdict)
+    return Verification(ran.checks, verdict)
+
+
+def _base_results(
+    repo: GitRepo, repo_dir: Path, root: Path, base: str, spec: TaskSpec, ctx: RunContext, run: Runner,
+    store: BlobWriter, now: Callable[[], float], user_tree: Path | None,
+) -> dict[str, BaseCheck]:
+    """Each check's result on the base: from the cache, or run once on a clean checkout of it and kept."""
+    cache = BaseChecks(repo.common_dir)
+    found = {command: cache.get(base, command) for command in spec.checks}
+    missing = tuple(command for command, result in found.items() if result is None)
+    if missing:
+        checkout = clean_checkout(repo_dir, root, base)
+        try:
+            ran = _run_guarded(missing, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
+        finally:
+            drop_checkout(repo_dir, checkout)
+        for command, check, output in zip(missing, ran.checks, ran.outputs, strict=True):
+            found[command] = result = BaseCheck(passed=check.passed, exit_code=check.exit_code, output_tail=output)
+            if not check.timed_out:  # a timeout says nothing lasting about the base
+                cache.put(base, command, result)
+    return {command: result for command, result in found.items() if result is not None}
+
+
+def _output(check: Check, read_blob: Callable[[str], bytes]) -> str:
+    """The end of what a check printed, where the runners put their summaries."""
+    stdout = read_blob(check.stdout.oid) if check.stdout is not None else b""
+    stderr = read_blob(check.stderr.oid) if check.stderr is not None else b""
+    return output_tail(stdout, stderr)
+
+
+def _flags(repo: GitRepo, base: str, ran: _Ran, base_results: dict[str, BaseCheck]) -> list[str]:
+    """Why the head's green run is not evidence: a known runner ran fewer tests than on the base (or
+    none), skipped or deselected more; a check read the project's files from the user's working tree."""
+    flags: list[str] = []
+    tree = repo.commit_info(base).tree
+    for check, output, reads in zip(ran.checks, ran.outputs, ran.tree_reads, strict=True):
+        command = _shown(check)
+        runner = runner_of(command)
+        if runner is not None:
+            before = base_results.get(command)
+            base_counts = read_counts(runner, before.output_tail) if before is not None else None
+            flags += [f"{command}: {line}" for line in compare(base_counts, read_counts(runner, output), runner)]
+        tracked = [path for path in reads if repo.tree_entry(tree, path) is not None]
+        if tracked:
+            flags.append(
+                f"{command}: reads {tracked[0]} from the user's working tree, not the checkout: unverifiable"
+                " (run the code of the current directory, not an installed copy; docs/verification.md)"
+            )
+    return flags
 
 
 def _shown(check: Check) -> str:
@@ -137,6 +274,7 @@ def _shown(check: Check) -> str:
 def _audit(
     auditor: Adapter,
     repo: GitRepo,
+    repo_dir: Path,
     patch: Patch,
     spec: TaskSpec,
     ctx: RunContext,
@@ -144,9 +282,21 @@ def _audit(
     run: Runner,
     store: BlobWriter,
     now: Callable[[], float],
+    judges: tuple[str, ...],
+    transitions: Mapping[str, Transition],
 ) -> Judgement:
+    """The auditor's judgement; its prompt carries, up front, the changes to what judges the patch and
+    the checks' base-to-head table."""
     diff = repo.read_blob(patch.diff.oid)[:MAX_AUDIT_DIFF].decode(errors="replace")
-    prompt = AUDIT_PROMPT.format(instruction=spec.prompt or spec.command, base=patch.base, head=patch.head, diff=diff)
+    judged = ""
+    if judges:
+        judges_diff = binary_diff(repo_dir, patch.base, patch.head, paths=judges)[:MAX_AUDIT_DIFF].decode(errors="replace")
+        judged += JUDGES_SECTION.format(files=", ".join(judges), judges_diff=judges_diff)
+    if transitions:
+        judged += CHECKS_SECTION.format(table="\n".join(f"- `{command}`: {how}" for command, how in transitions.items()))
+    prompt = AUDIT_PROMPT.format(
+        instruction=spec.prompt or spec.command, judged=judged, base=patch.base, head=patch.head, diff=diff
+    )
     audit_spec = TaskSpec(id=ctx.task, seq=0, mode="analyze", prompt=prompt, timeout=spec.timeout)
     audit_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env, prompt=prompt)
     said = execute(auditor, audit_spec, audit_ctx, run, store, now)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from gitswarm.adapters.shell import tail
 from gitswarm.model.artifacts import Check, Decision, Finding, Patch, Run, Summary, Verdict, of_kind
+from gitswarm.model.evidence import judges_line
 from gitswarm.model.records import TaskState
 from gitswarm.store.jobs import Snapshot
 
@@ -72,6 +73,7 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
                         "files": len(artifact.files),
                         "verified": bool(verdict and verdict.accepted),
                         "verdict": None if verdict is None else f"{verdict.status}/{verdict.integrity}/{verdict.contract}",
+                        "judges": list(verdict.judges if verdict is not None else artifact.judges),
                     }
                 )
     # Stamped with the last task change, not the job state's: recording the
@@ -141,5 +143,7 @@ def render_markdown(job_id: str, data: dict) -> str:
         lines += ["", "## Patches", ""]
         for patch in data["patches"]:
             state = "verified" if patch["verified"] else (patch["verdict"] or "unverified")
-            lines.append(f"- `{patch['id'][:12]}` from {patch['task']}: {patch['files']} files, {state}")
+            judges = patch.get("judges") or []
+            changed = f"; {judges_line(judges)}" if judges else ""
+            lines.append(f"- `{patch['id'][:12]}` from {patch['task']}: {patch['files']} files, {state}{changed}")
     return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ from gitswarm.engine.jobs.run import run
 from gitswarm.engine.jobs.supervisor import WorkOptions
 from gitswarm.engine.results import plain
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import WorkFailed
 from gitswarm.store.git import init_repo
 from gitswarm.store.workspace import commit_everything
 from gitswarm.store.worktrees import ROOT_VARIABLE
@@ -64,14 +65,15 @@ adapter = "scripted"
 prompt = "edit calc.py: replace a - b with a + b"
 checks = ["{python} test_calc.py"]
 
-# It waits for fix-add: two agents on one file at the same time are one coupled
-# change, which gitswarm refuses at submit (--allow-overlap to insist).
+# The other games its check instead, as agents often do: it turns the test's
+# assert into `assert True`. gitswarm runs the check with the base's version of
+# the test (the judged never edits its judge), so the bug still fails it, and a
+# patch that changes its own test is never accepted by its checks alone.
 [[tasks]]
-id = "break-add"
+id = "game-test"
 mode = "implement"
 adapter = "scripted"
-depends_on = ["fix-add"]
-prompt = "edit calc.py: replace a - b with a * b"
+prompt = "misbehave: weaken-test"
 checks = ["{python} test_calc.py"]
 repair_rounds = 1
 max_attempts = 1
@@ -102,7 +104,7 @@ def make_demo_repo(root: Path | None = None) -> Path:
 
 
 def run_demo(on_event: EventSink, root: Path | None = None) -> dict:
-    """Run the demo job with two workers, then merge the verified patch and explain the rejected one."""
+    """Run the demo job with two workers, then merge the verified patch and show the gamed one refused."""
     path = make_demo_repo(root)
     scratch = path.parent
     swarm = Swarm(path)
@@ -113,8 +115,15 @@ def run_demo(on_event: EventSink, root: Path | None = None) -> dict:
         for artifact in view["artifacts"]:
             if artifact["kind"] == "patch" and artifact["task"] == "fix-add":
                 story["merged"] = plain(merge(swarm, artifact["id"], None, "merge", no_recheck=False))
-    rejected = next((t for t in view["tasks"] if t["id"] == "break-add"), None)
-    story["rejected"] = {"task": "break-add", "state": rejected["state"], "why": rejected["error"]} if rejected else None
+        gamed = [a["id"] for a in view["artifacts"] if a["kind"] == "patch" and a["task"] == "game-test"]
+        if gamed:
+            try:
+                merge(swarm, gamed[-1], None, "merge", no_recheck=False)
+                story["gamed_merged"] = gamed[-1]  # never: demo_went_as_designed says so
+            except WorkFailed as exc:
+                story["refused"] = {"patch": gamed[-1], "why": str(exc)}
+    rejected = next((t for t in view["tasks"] if t["id"] == "game-test"), None)
+    story["rejected"] = {"task": "game-test", "state": rejected["state"], "why": rejected["error"]} if rejected else None
     on_event({"event": "demo_done", **story})
     return {**view, "demo": story}
 
@@ -134,8 +143,9 @@ def _worktrees_in(root: Path) -> Iterator[None]:
 
 
 def demo_went_as_designed(data: dict) -> bool:
-    """Every shell task succeeded, fix-add was merged and break-add was rejected."""
+    """Every shell task succeeded, fix-add was merged, and game-test was rejected and its patch refused."""
     states = {t["id"]: t["state"] for t in data["tasks"]}
     rejected = data["demo"].get("rejected") or {}
     shell_ok = all(states[t] == "succeeded" for t in ("lint", "test", "build", "report", "fix-add"))
-    return shell_ok and "merged" in data["demo"] and rejected.get("state") == "failed"
+    gamed_refused = "refused" in data["demo"] and "gamed_merged" not in data["demo"]
+    return shell_ok and "merged" in data["demo"] and rejected.get("state") == "failed" and gamed_refused
