@@ -32,10 +32,10 @@ class Verified(msgspec.Struct, kw_only=True):
     accepted: bool
     verdict: str  # status/integrity/contract
     checks: list[CheckView]
-    judges: list[str] = []  # the protected files the patch changes: a person must review them
-    transitions: dict[str, str] = {}  # check -> fail->pass, pass->pass, pass->fail or fail->fail
-    flags: list[str] = []  # why its green run is not evidence
-    proof: str | None = None  # fail-to-pass, regression, unproven
+    judges: list[str]  # the protected files the patch changes: a person must review them
+    transitions: dict[str, str]  # check -> fail->pass, pass->pass, pass->fail or fail->fail
+    flags: list[str]  # why its green run is not evidence
+    proof: str | None  # fail-to-pass, regression, unproven
 
 
 class Audited(msgspec.Struct, kw_only=True):

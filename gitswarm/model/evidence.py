@@ -22,6 +22,7 @@ FAIL_TO_PASS = "fail-to-pass"
 UNPROVEN = "unproven"
 REGRESSION = "regression"
 JUDGES = "changes what judges it"
+UNVERIFIED = "no checks: unverified (give --check, or [audit] checks in .gitswarm.toml); delegate exits 1"
 
 
 def transition(base_passed: bool, head_passed: bool) -> Transition:

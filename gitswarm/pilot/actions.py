@@ -15,6 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
+from gitswarm.engine.config import load_config
 from gitswarm.engine.delegation import patches, similar
 from gitswarm.engine.delegation.merge import mergeable
 from gitswarm.engine.jobs import followup, steering
@@ -22,6 +23,7 @@ from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorde
 from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
+from gitswarm.model.evidence import UNVERIFIED
 from gitswarm.model.provenance import Weighed, deciding
 from gitswarm.model.spec import parse_spec, toml_string
 from gitswarm.pilot import proposals
@@ -118,7 +120,9 @@ def delegate(
         if not adapter:
             raise BadInput(f"delegate: give an adapter (one of {', '.join(swarm.known_adapters())})")
         _text(instruction, "instruction")
-        check_list = [_text(c, "checks") for c in checks or []]
+        check_list = [_text(c, "checks") for c in checks or []] or list(load_config(swarm.repo.workdir).audit.checks)
+        if not check_list:  # said before it starts: the patch will stand unverified
+            swarm.notices.append(UNVERIFIED)
         pinned, _ = swarm.pin_base(base, True)
         spec = patches.delegation_spec(instruction, adapter, check_list, pinned)
         routed = parse_spec(spec, swarm.adapter_facts(), "delegate").tasks[0].adapter  # refused now, not at confirmation

@@ -46,9 +46,9 @@ def test_delegate_warns_when_active_work_on_the_same_base_looks_the_same(repo: P
     spec.write_text('goal = "g"\n[[tasks]]\nid = "fix"\nmode = "implement"\nadapter = "scripted"\n'
                     'prompt = "tidy README.md"\n')
     queued = cli(repo, "submit", str(spec)).out.strip()
-    done = cli(repo, "delegate", "edit README.md: replace hello with world", "--adapter", "scripted")
+    done = cli(repo, "delegate", "edit README.md: replace hello with world", "--adapter", "scripted", "--check", "true")
     assert done.code == 0, done.err
     assert f"task {queued[:12]}/fix (queued) looks like the same change: same base, names README.md" in done.err
-    quiet = cli(repo, "delegate", "write other.txt: x", "--adapter", "scripted")
+    quiet = cli(repo, "delegate", "write other.txt: x", "--adapter", "scripted", "--check", "true")
     assert "looks like the same change" not in quiet.err
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""

@@ -149,7 +149,7 @@ def test_demo(tmp_path: Path, child_env: dict[str, str]) -> None:
     table = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if line.startswith("|")]
     assert table[0][:3] == ["task", "state", "attempts"]
     rows = {row[0]: row for row in table[2:]}
-    assert sorted(rows) == ["game-test", "build", "fix-add", "lint", "report", "test"]
+    assert sorted(rows) == ["build", "fix-add", "game-test", "lint", "report", "test"]
     assert {row[1] for name, row in rows.items() if name != "game-test"} == {"succeeded"}
     assert rows["game-test"][1] == "failed" and "rejected" in rows["game-test"][4]
     assert any(line.startswith("fix-add: its patch") and "merged it into main" in line for line in lines)

@@ -146,7 +146,7 @@ def test_invalid_toml_default_source() -> None:
     assert refusal("goal = \n").startswith("spec: invalid TOML: ")
 
 
-TASK_FIELDS = "id, mode, adapter, command, prompt, depends_on, checks, priority, timeout, max_attempts, cwd, env, setup, repair_rounds, auditor, model, effort, needs, approve, paths"
+TASK_FIELDS = "id, mode, adapter, command, prompt, depends_on, checks, priority, timeout, max_attempts, cwd, env, setup, repair_rounds, auditor, model, effort, needs, approve, paths, require"
 
 
 def test_unknown_task_field() -> None:

@@ -9,8 +9,7 @@ from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.run import work
 from gitswarm.engine.jobs.supervisor import WorkOptions
 from gitswarm.engine.swarm import Swarm
-
-UNVERIFIED = "no checks: unverified (give --check, or [audit] checks in .gitswarm.toml); delegate exits 1"
+from gitswarm.model.evidence import UNVERIFIED
 
 
 def delegate(swarm: Swarm, instruction: str, adapter: str, checks: list[str], base: str | None, options: WorkOptions, on_event: EventSink) -> dict:

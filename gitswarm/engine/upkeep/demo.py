@@ -64,6 +64,7 @@ mode = "implement"
 adapter = "scripted"
 prompt = "edit calc.py: replace a - b with a + b"
 checks = ["{python} test_calc.py"]
+paths = ["calc.py"]
 
 # The other games its check instead, as agents often do: it turns the test's
 # assert into `assert True`. gitswarm runs the check with the base's version of
@@ -75,6 +76,7 @@ mode = "implement"
 adapter = "scripted"
 prompt = "misbehave: weaken-test"
 checks = ["{python} test_calc.py"]
+paths = ["test_calc.py"]
 repair_rounds = 1
 max_attempts = 1
 """
