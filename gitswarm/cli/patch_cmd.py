@@ -33,7 +33,11 @@ def verify(ctx: typer.Context, patch: PatchArg) -> None:
 
     c = _ctx(ctx)
     data = patches.verify_now(c.swarm(), patch)
-    c.output.result(data, lambda d: f"{d['patch'][:12]} at {d['head'][:12]}: {d['verdict']} ({'accepted' if d['accepted'] else 'rejected'})" + render.failed_checks(d["checks"]))
+    c.output.result(
+        data,
+        lambda d: f"{d['patch'][:12]} at {d['head'][:12]}: {d['verdict']} ({'accepted' if d['accepted'] else 'rejected'})"
+        + render.evidence(d) + render.failed_checks(d["checks"]),
+    )
     if not data.accepted:
         raise typer.Exit(EXIT_FAILED)
 

@@ -132,6 +132,18 @@ def demo_story(story: dict) -> str:
     return "\n".join(lines)
 
 
+def evidence(data: dict) -> str:
+    """What verify found beyond pass or fail: each check from the base to the head, what the patch
+    changes of its judges, and why a green run is not evidence."""
+    lines = [f"  {how}: {command}" for command, how in data.get("transitions", {}).items()]
+    if data.get("proof"):
+        lines.append(f"  proof: {data['proof']}")
+    if data.get("judges"):
+        lines.append(f"  changes what judges it: {', '.join(data['judges'])} (a person must review it: gitswarm review PATCH --accept)")
+    lines += [f"  flagged: {flag}" for flag in data.get("flags", [])]
+    return "".join("\n" + line for line in lines)
+
+
 def failed_checks(checks: list[dict]) -> str:
     """Each failed check in words (`pytest -q failed (exit 1)`) and the last lines it printed."""
     text = ""
