@@ -51,8 +51,8 @@ def job(data: dict) -> str:
         return list(map(itemgetter(name), tasks))
 
     notes = [
-        error or (f"skipped: {skipped} did not succeed" if skipped else "")
-        for error, skipped in zip(field("error"), field("skipped_because"))
+        error or (f"skipped: {skipped} did not succeed" if skipped else "") or ("unverified: no checks judged its patch" if unverified else "")
+        for error, skipped, unverified in zip(field("error"), field("skipped_because"), [t.get("unverified") for t in tasks])
     ]
     tries = list(map("{}/{}".format, field("attempts"), field("max_attempts")))
     columns = [field("id"), field("state"), tries, list(map(",".join, field("depends_on"))), field("adapter"), notes]

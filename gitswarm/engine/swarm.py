@@ -235,7 +235,24 @@ class Swarm:
         reviews = self.reviews(job_id)
         if reviews:
             view["reviews"] = reviews
+        unverified = self.unverified_tasks(job_id, reviews)
+        for task in view["tasks"]:
+            task["unverified"] = task["id"] in unverified
         return view
+
+    def unverified_tasks(self, job_id: str, reviews: dict[str, list[dict]]) -> set[str]:
+        """Tasks that succeeded with a patch gitswarm never judged (no checks, no auditor): done, not verified."""
+        if not reviews:
+            return set()
+        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
+        found = set()
+        for task in snapshot.tasks():
+            if task.state != "succeeded":
+                continue
+            patches = [p for p in map(snapshot.artifact, task.artifacts) if isinstance(p, Patch)]
+            if patches and not any(v["producer"] == "gitswarm" for v in reviews.get(patches[-1].head, [])):
+                found.add(task.spec.id)
+        return found
 
     def looks_like_audit_job(self, job_id: str) -> bool:
         """Whether a job whose goal reads like the post-commit hook's has its shape too: one shell

@@ -78,5 +78,8 @@ def test_a_rejected_verify_names_the_check_and_shows_its_last_lines(project: Pat
     flag.unlink()
     rejected = cli(project, "verify", patch[:12])
     assert rejected.code == 1
-    assert rejected.out.splitlines()[1:] == [f"{check} failed (exit 5); its last lines:", "    the flag is gone"]
+    # The base's result is cached from the first verification: it passed there, so this is a regression.
+    assert rejected.out.splitlines()[1:] == [
+        f"  pass->fail: {check}", "  proof: regression", f"{check} failed (exit 5); its last lines:", "    the flag is gone"
+    ]
     assert cli(project, "--json", "verify", patch).json()["checks"][0]["tail"] == ["the flag is gone"]

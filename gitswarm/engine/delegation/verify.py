@@ -9,6 +9,7 @@ exactly the head SHA that was checked, also written as a note on it.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +132,7 @@ def _run_guarded(
     ran = _Ran([], [], [])
     guard = guard_dir(root if root is not None else checkout.parent)
     for n, command in enumerate(commands):
-        reads = guard / f"reads-{os.getpid()}-{n}"
+        reads = guard / f"reads-{os.getpid()}-{threading.get_ident()}-{n}"  # the MCP server verifies in threads
         reads.unlink(missing_ok=True)
         env = check_env(ctx.base_env, checkout, user_tree, guard, reads)
         spec = TaskSpec(id=ctx.task, seq=0, command=command, timeout=timeout)

@@ -204,3 +204,13 @@ def test_a_check_that_reads_the_users_tree_is_unverifiable(calc: Path) -> None:
     assert code == 1
     verdict = [v for _, v in records(calc, data["id"], Verdict)][-1]
     assert any("reads calc.py from the user's working tree" in flag for flag in verdict.flags)
+
+
+def test_status_marks_a_task_whose_patch_nothing_judged(calc: Path) -> None:
+    result = cli(calc, "--json", "delegate", FIX, "--adapter", "scripted")
+    job = result.json()["id"]
+    (task,) = cli(calc, "--json", "status", job).json()["tasks"]
+    assert task["state"] == "succeeded" and task["unverified"] is True
+    assert "unverified: no checks judged its patch" in cli(calc, "status", job).out
+    checked = cli(calc, "--json", "delegate", FIX, "--adapter", "scripted", "--check", SCRIPT_CHECK).json()["id"]
+    assert cli(calc, "--json", "status", checked).json()["tasks"][0]["unverified"] is False
