@@ -113,64 +113,123 @@ def is_test_file(path: str) -> bool:
 
 
 def runners(commands: Sequence[str]) -> frozenset[str]:
-    """The programs the check commands start (their first words, `python -m X` gives X too)."""
+    """The programs the check commands start (their first real words; `python -m X` gives X too)."""
     found: set[str] = set()
     for words in _words(commands):
-        start = True
-        for i, word in enumerate(words):
-            if word in _COMMAND_SEPARATORS:
-                start = True
+        for segment in _segments(words):
+            program = program_of(segment)
+            if not program:
                 continue
-            if start and _ASSIGNMENT.match(word):
-                continue
-            if start:
-                found.add(word.rsplit("/", 1)[-1])
-                if i + 2 < len(words) and words[i + 1] == "-m":
-                    found.add(words[i + 2])
-            start = False
+            found.add(program[0].rsplit("/", 1)[-1])
+            if len(program) > 2 and program[1] == "-m":
+                found.add(program[2].split(".")[0])
     return frozenset(found)
 
 
 _INTERPRETER = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|sh|bash|dash|zsh|node|deno|bun|ruby|perl|php|Rscript|tclsh|lua)$")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
+#: Programs that run the command after them (with their own options first), as `env python x.py` does.
+_WRAPPERS = frozenset({"env", "exec", "command", "nohup", "time", "nice", "ionice", "stdbuf", "xvfb-run", "setsid", "chronic"})
+_WRAPPER_ARG = frozenset({"timeout"})  # takes one argument (the duration) before the command
+_RUN_TOOLS = frozenset({"uv", "poetry", "pdm", "pipenv", "hatch", "rye"})  # `uv run CMD`
+#: Interpreter options that take a value: the word after them is not the script.
+_OPTION_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs", "-r", "--require", "--import", "--loader"})
 
 
 def named_paths(commands: Sequence[str], exists: Callable[[str], bool]) -> frozenset[str]:
-    """The files a check's command runs (`./run-tests.sh`, `python -u test_calc.py`, `make -f ci.mk`,
-    `sh -c "..."` looked into) that exist in the base tree: each is protected. A file a check only
-    reads (`grep x README.md`) is what the patch may well have to change, and is not."""
+    """The files a check's command runs (`./run-tests.sh`, `python -W error test_calc.py`, `env python
+    x.py`, `python -m pkg.mod`, `make -f ci.mk`, `bash -ec "..."` looked into) that exist in the base
+    tree: each is protected. A file a check only reads (`grep x README.md`) is what the patch may well
+    have to change, and is not."""
     found: set[str] = set()
     for words in _words(commands):
-        found |= _run_by(words, exists)
+        for segment in _segments(words):
+            found |= _run_by(segment, exists)
     return frozenset(found)
 
 
-def _run_by(words: list[str], exists: Callable[[str], bool]) -> set[str]:
-    found: set[str] = set()
-    start, after_interpreter, file_next, inline_next, shell = True, False, False, False, False
+def _segments(words: list[str]) -> Iterable[list[str]]:
+    segment: list[str] = []
     for word in words:
         if word in _COMMAND_SEPARATORS:
-            start, after_interpreter, file_next, inline_next = True, False, False, False
+            yield segment
+            segment = []
+        else:
+            segment.append(word)
+    yield segment
+
+
+def program_of(words: list[str]) -> list[str]:
+    """The words of a command from its real program on: variable assignments, wrappers (`env`,
+    `timeout 60`, `uv run`) and their options skipped."""
+    i = 0
+    while i < len(words):
+        word, name = words[i], words[i].rsplit("/", 1)[-1]
+        if _ASSIGNMENT.match(word) or (word.startswith("-") and i and _is_wrapper(words[i - 1])):
+            i += 1
+        elif name in _WRAPPERS:
+            i += 1
+        elif name in _WRAPPER_ARG:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 1
+            i += 1  # the duration
+        elif name in _RUN_TOOLS and i + 1 < len(words) and words[i + 1] == "run":
+            i += 2
+        else:
+            break
+    return words[i:]
+
+
+def _is_wrapper(word: str) -> bool:
+    name = word.rsplit("/", 1)[-1]
+    return name in _WRAPPERS or name in _WRAPPER_ARG
+
+
+def _run_by(segment: list[str], exists: Callable[[str], bool]) -> set[str]:
+    words = program_of(segment)
+    if not words:
+        return set()
+    found: set[str] = set()
+    program = words[0].rsplit("/", 1)[-1]
+    _add(found, words[0], exists)
+    if program in ("make", "gmake"):
+        for n, word in enumerate(words[1:-1], 1):
+            if word in ("-f", "--file", "--makefile"):
+                _add(found, words[n + 1], exists)
+        return found
+    if not _INTERPRETER.match(program):
+        return found
+    rest = words[1:]
+    n = 0
+    while n < len(rest):
+        word = rest[n]
+        if program in _SHELLS and word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
+            if n + 1 < len(rest):
+                found |= named_paths([rest[n + 1]], exists)
+            return found
+        if word in ("-m",) and n + 1 < len(rest):
+            module = rest[n + 1].replace(".", "/")
+            for candidate in (f"{module}.py", f"{module}/__main__.py", f"src/{module}.py", f"src/{module}/__main__.py"):
+                _add(found, candidate, exists)
+            return found
+        if word in ("-c", "-e", "--eval"):
+            return found
+        if word in _OPTION_WITH_VALUE:
+            n += 2
             continue
-        if start and _ASSIGNMENT.match(word):
+        if word.startswith("-"):
+            n += 1
             continue
-        if inline_next:  # sh -c "...": the string is a command of its own
-            found |= named_paths([word], exists)
-            inline_next = after_interpreter = False
-            continue
-        runs = start or file_next or (after_interpreter and not word.startswith("-"))
-        if after_interpreter and word.startswith("-"):
-            inline_next = word == "-c" and shell
-            after_interpreter = word not in ("-m", "-c", "-e")
-            continue
-        program = word.rsplit("/", 1)[-1]
-        after_interpreter = start and bool(_INTERPRETER.match(program))
-        shell = start and program in ("sh", "bash", "dash", "zsh")
-        file_next = word in ("-f", "--file", "--makefile")
-        start = False
-        candidate = word.removeprefix("./")
-        if runs and candidate and not candidate.startswith(("-", "/")) and ".." not in candidate.split("/") and exists(candidate):
-            found.add(candidate)
+        _add(found, word, exists)
+        return found
     return found
+
+
+def _add(found: set[str], word: str, exists: Callable[[str], bool]) -> None:
+    candidate = word.removeprefix("./")
+    if candidate and not candidate.startswith(("-", "/")) and ".." not in candidate.split("/") and exists(candidate):
+        found.add(candidate)
 
 
 def _words(commands: Sequence[str]) -> Iterable[list[str]]:
@@ -204,6 +263,33 @@ class Protection:
         if not self.protects(path):
             return False
         return not (kind == "added" and is_test_file(path) and not _matches(path, CONFIG_GLOBS) and path not in self.named)
+
+
+#: Modules a check's Python imports before the project's own: a patch that adds one at an import root
+#: (the root or `src/`) replaces part of what runs the checks. The standard library's names and what is
+#: installed where gitswarm runs are added to these (engine/delegation/judges.py).
+SHADOW_NAMES = frozenset({
+    "sitecustomize", "usercustomize", "pytest", "_pytest", "py", "pluggy", "unittest", "nose", "nose2",
+    "hypothesis", "coverage", "doctest", "tox", "nox", "xdist", "pytest_cov",
+})
+
+
+def top_level_module(path: str) -> str | None:
+    """The module a file makes importable at an import root (the checkout, or its `src/`): `pytest.py`
+    and `src/pytest/__init__.py` both make `pytest`; None for anything deeper or not Python."""
+    parts = path.split("/")
+    if parts[0] == "src":
+        parts = parts[1:]
+    if len(parts) == 1 and parts[0].endswith(".py"):
+        return parts[0][:-3]
+    if len(parts) == 2 and parts[1] == "__init__.py":
+        return parts[0]
+    return None
+
+
+def is_path_hook(path: str) -> bool:
+    """A `.pth` file: every line naming a folder or starting with `import` runs when Python starts."""
+    return path.endswith(".pth")
 
 
 def sections_changed(name: str, base: dict | None, head: dict | None) -> bool:

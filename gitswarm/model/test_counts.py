@@ -239,12 +239,14 @@ def _tests(n: int) -> str:
 def compare(base: Counts | None, head: Counts | None, runner: str | None) -> list[str]:
     """Why the head's run is not evidence, as short lines; empty when there is nothing to flag.
 
-    With a known runner, a head that ran no tests (or printed no summary) is flagged. With both counts (of the
-    same runner) a head that ran fewer tests, or skipped or deselected more, than the base is flagged; a run of
-    no tests is flagged once, not again as fewer. A base of None (unknown) compares nothing more.
+    With a known runner, a head that ran no tests is flagged, and so is one that printed no summary where the
+    base printed one with tests in it (a run quiet on both, `pytest -qq`, says nothing either way). With both
+    counts (of the same runner) a head that ran fewer tests, or skipped or deselected more, than the base is
+    flagged; a run of no tests is flagged once, not again as fewer. A base of None (unknown) compares nothing more.
     """
     lines = []
-    none_ran = runner is not None and (head is None or head.ran == 0)
+    silent = head is None and base is not None and base.ran > 0
+    none_ran = runner is not None and ((head is not None and head.ran == 0) or silent)
     if none_ran:
         lines.append(f"{runner}: no tests ran")
     if base is None or head is None or base.runner != head.runner:

@@ -1,6 +1,6 @@
 """What each check did on a base commit, kept so ten patches on one base run each base check once.
 
-    <git common dir>/gitswarm/cache/base-checks/<sha256 of base NUL command>.json
+    <git common dir>/gitswarm/cache/base-checks/<sha256 of base NUL command NUL environment key>.json
 
 A file holds one `BaseCheck`: whether the check passed on that commit and
 the tail of what it printed (from which the test counts are read). It is a
@@ -30,19 +30,19 @@ class BaseChecks:
     def __init__(self, common_dir: Path) -> None:
         self.directory = common_dir.joinpath("gitswarm", *CACHE_DIR)
 
-    def _path(self, base: str, command: str) -> Path:
-        key = hashlib.sha256(f"{base}\0{command}".encode()).hexdigest()
+    def _path(self, base: str, command: str, env: str) -> Path:
+        key = hashlib.sha256(f"{base}\0{command}\0{env}".encode()).hexdigest()
         return self.directory / f"{key}.json"
 
-    def get(self, base: str, command: str) -> BaseCheck | None:
+    def get(self, base: str, command: str, env: str = "") -> BaseCheck | None:
         try:
-            return msgspec.json.decode(self._path(base, command).read_bytes(), type=BaseCheck)
+            return msgspec.json.decode(self._path(base, command, env).read_bytes(), type=BaseCheck)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
-    def put(self, base: str, command: str, result: BaseCheck) -> None:
+    def put(self, base: str, command: str, result: BaseCheck, env: str = "") -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self._path(base, command)
+        path = self._path(base, command, env)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(msgspec.json.encode(result))
         tmp.replace(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -42,10 +43,13 @@ def numstat(repo_dir: Path, base: str, head: str) -> tuple[FileChange, ...]:
 
 class RawChange(NamedTuple):
     """One file's change base..head: `kind` is "added", "modified" or "deleted" (a type change is a
-    modification); the modes and blobs of both sides (0 and all zeros for the side it is absent from)."""
+    modification); the modes and blobs of both sides (0 and all zeros for the side it is absent from).
+    `path` is text for records (git's quoted form where the name is not plain UTF-8, model/paths.py);
+    `name` is the name on disk (undecodable bytes as surrogate escapes), for matching and for files."""
 
     kind: str
     path: str
+    name: str
     old_mode: int
     new_mode: int
     old_blob: str
@@ -66,5 +70,7 @@ def raw_changes(repo_dir: Path, base: str, head: str) -> list[RawChange]:
             continue
         old_mode, new_mode, old_blob, new_blob, status = meta[1:].split(b" ")[:5]
         kind = _KINDS.get(status[:1], "modified")
-        changes.append(RawChange(kind, quote_path(path), int(old_mode, 8), int(new_mode, 8), old_blob.decode(), new_blob.decode()))
+        changes.append(RawChange(
+            kind, quote_path(path), os.fsdecode(path), int(old_mode, 8), int(new_mode, 8), old_blob.decode(), new_blob.decode()
+        ))
     return changes

@@ -268,7 +268,11 @@ class PygitRepo:
         return str(oid)
 
     def walk(self, tip: str, hide: str | None = None) -> Iterator[CommitInfo]:
-        """Commits reachable from `tip` (and not from `hide`), oldest first."""
+        """Commits reachable from `tip` (and not from `hide`), oldest first; CorruptRecord when either
+        is not a commit (a ref anyone with push access pointed at a blob, say)."""
+        self._object(tip, pygit2.Commit)
+        if hide is not None:
+            self._object(hide, pygit2.Commit)
         walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
         if hide is not None:
             walker.hide(pygit2.Oid(hex=hide))
@@ -282,6 +286,8 @@ class PygitRepo:
             )
 
     def merge_base(self, a: str, b: str) -> str | None:
+        self._object(a, pygit2.Commit)
+        self._object(b, pygit2.Commit)
         found = self.repo.merge_base(pygit2.Oid(hex=a), pygit2.Oid(hex=b))
         return None if found is None else str(found)
 

@@ -393,7 +393,8 @@ def test_ran_counts_passed_failed_and_errors() -> None:
         ),
         (c(passed=5), c(skipped=5), "pytest", ["pytest: no tests ran", "pytest: 5 skipped, 0 on the base"]),
         (c(passed=5), None, "pytest", ["pytest: no tests ran"]),
-        (None, None, "go", ["go: no tests ran"]),
+        (None, None, "go", []),  # no summary on either side (pytest -qq, say): nothing to compare
+        (c(passed=3), None, "pytest", ["pytest: no tests ran"]),  # the base printed one, the head none
         (None, c("go"), "go", ["go: no tests ran"]),
         (None, c(passed=1), "pytest", []),
         (None, c(passed=1, skipped=10), "pytest", []),  # an unknown base compares nothing

@@ -16,7 +16,9 @@ runs whatever the patch placed under that name. So, for every check:
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -57,10 +59,24 @@ def _install():
 
     sys.addaudithook(hook)
 
+
+def _chain():
+    """Run the sitecustomize this one hides (the project's or the environment's own), as Python would have."""
+    import importlib.machinery, importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
 try:
     _install()
 except Exception:
     pass
+_chain()
 '''.replace("@MAX_READS@", str(MAX_READS))
 
 
@@ -106,6 +122,28 @@ def check_env(base_env: Mapping[str, str], checkout: Path, user_tree: Path | Non
         env[TREE_VAR] = str(user_tree)
         env[READS_VAR] = str(reads)
     return env
+
+
+#: Variables that differ between two runs of the same check without changing it: left out of env_key.
+_VOLATILE = re.compile(
+    r"^(PWD|OLDPWD|SHLVL|_|TERM.*|COLUMNS|LINES|SSH_.*|GPG_TTY|DISPLAY|WAYLAND_.*|XDG_SESSION_.*|XDG_RUNTIME_DIR|"
+    r"DBUS_.*|WINDOWID|PS[1-4]|PROMPT_COMMAND|HIST.*|TMUX.*|STY|GITSWARM_.*|COLORTERM|LS_COLORS|MAIL|LOGNAME)$"
+)
+
+
+def env_key(env: Mapping[str, str]) -> str:
+    """A digest of what in an environment can change how a check runs (PYTEST_ADDOPTS, PATH, ...)."""
+    kept = sorted((k, v) for k, v in env.items() if not _VOLATILE.match(k))
+    return hashlib.sha256(repr(kept).encode(errors="surrogateescape")).hexdigest()[:32]
+
+
+def source_of(path: str) -> str:
+    """The source file a compiled `__pycache__/mod.cpython-311.pyc` was made from (`mod.py`), else `path`."""
+    head, _, name = path.rpartition("/")
+    if not head.endswith("__pycache__") or not name.endswith(".pyc"):
+        return path
+    folder = head[: -len("__pycache__")]
+    return f"{folder}{name.split('.', 1)[0]}.py"
 
 
 def tree_reads(reads: Path, user_tree: Path) -> list[str]:

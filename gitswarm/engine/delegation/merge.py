@@ -51,13 +51,17 @@ def mergeable(weighed: list[Weighed], patch_id: str) -> bool:
         return False
     if accepted_by_gitswarm(weighed, patch_id):
         return True
-    held = held_verdicts(weighed, patch_id)
-    return bool(held) and decider.verdict.producer == "person" and decider.verdict.created >= max(h.verdict.created for h in held)
-
-
-def held_verdicts(weighed: list[Weighed], patch_id: str) -> list[Weighed]:
-    """gitswarm's counted verdicts that held this patch for a person: it changes what judges it."""
-    return [w for w in weighed if w.counted and w.verdict.patch == patch_id and held_for_review(w.verdict)]
+    # The person reviewed this very patch, after gitswarm's latest verdict on it, which held it (not one
+    # that rejected it since: a newer rejection is never overridden by an older review).
+    own = [w.verdict for w in weighed if w.counted and w.verdict.producer == "gitswarm" and w.verdict.patch == patch_id]
+    latest = max(own, key=lambda v: v.created) if own else None
+    return (
+        latest is not None
+        and held_for_review(latest)
+        and decider.verdict.producer == "person"
+        and decider.verdict.patch == patch_id
+        and decider.verdict.created >= latest.created
+    )
 
 
 def merge_lock(common_dir: Path) -> AbstractContextManager[None]:

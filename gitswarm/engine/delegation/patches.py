@@ -15,7 +15,6 @@ from gitswarm.engine.delegation.merge import (
     Mode,
     apply_merge,
     conflict_decision,
-    held_verdicts,
     merge_lock,
     mergeable,
     merged_decision,
@@ -30,7 +29,7 @@ from gitswarm.engine.results import MergeResult, Verified
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import BlobRef, Decision, Patch, Verdict
 from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
-from gitswarm.model.evidence import judges_line, why_rejected
+from gitswarm.model.evidence import held_for_review, judges_line, why_rejected
 from gitswarm.model.ids import check_branch_ref
 from gitswarm.model.provenance import Weighed
 from gitswarm.model.spec import toml_string
@@ -130,13 +129,13 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
     require_commits(swarm, patch_id, patch)
     weighed = swarm.verdict_notes().weigh(patch.head)
     if not mergeable(weighed, patch_id):
-        held = held_verdicts(weighed, patch_id)
-        if held:
+        latest = _latest_gitswarm(weighed, patch_id)
+        if latest is not None and held_for_review(latest):
             raise WorkFailed(
-                f"patch {patch_id[:12]} {judges_line(held[-1].verdict.judges)}: its checks alone never accept it; "
+                f"patch {patch_id[:12]} {judges_line(latest.judges)}: its checks alone never accept it; "
                 f"a person must review that change (gitswarm diff {patch_id[:12]}; gitswarm review {patch_id[:12]} --accept)"
             )
-        rejected = _latest_gitswarm(weighed, patch_id)
+        rejected = latest
         if rejected is not None and not rejected.accepted:
             raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification rejected it ({why_rejected(rejected)}); nothing merged")
         if any(w.counted for w in weighed):

@@ -9,6 +9,7 @@ exactly the head SHA that was checked, also written as a note on it.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,11 +18,12 @@ from pathlib import Path
 from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, execute
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.engine.config import load_config
-from gitswarm.engine.delegation.check_env import check_env, guard_dir, tree_reads
-from gitswarm.engine.delegation.judges import JudgeChanges, judge_changes, protection, restore
+from gitswarm.engine.delegation.check_env import check_env, env_key, guard_dir, source_of, tree_reads
+from gitswarm.engine.delegation.judges import NONE, judge_changes, protection, put_back, restore, set_aside
 from gitswarm.model.artifacts import Check, Patch, Transition, Verdict, artifact_id
 from gitswarm.model.errors import BadInput
 from gitswarm.model.evidence import names_every, transition, weigh
+from gitswarm.model.protected import named_paths
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.test_counts import compare, read_counts, runner_of
 from gitswarm.model.verdict import Judgement, combine, from_checks, parse_auditor
@@ -173,26 +175,41 @@ def verify(
         raise BadInput(nothing_to_check(f"verify {patch.head[:12]}"))
     against_base = rules.against_base and patch.base != patch.head
     guard = protection(repo, patch.base, spec.checks, rules.protect)
-    judges = judge_changes(repo, repo_dir, patch.base, patch.head, guard) if against_base else JudgeChanges((), {})
+    judges = judge_changes(repo, repo_dir, patch.base, patch.head, guard) if against_base else NONE
     user_tree = repo.workdir
     # The base first: its checkout, when the cache misses, is then reused for the head's.
     base = _base_results(repo, repo_dir, root, patch.base, spec, ctx, run, store, now, user_tree) if spec.checks and against_base else {}
+    # A check that runs a test file the patch adds has no evidence without it; every other check is
+    # judged on a run with the base's tests alone, which an added test cannot change from inside.
+    added = set(judges.added_tests)
+    needs_added = {c for c in spec.checks if named_paths([c], added.__contains__)}
     checkout = clean_checkout(repo_dir, root, patch.head)
     try:
         restore(repo, checkout, judges.restore)
+        aside = Path(tempfile.mkdtemp(prefix="aside-", dir=root))
+        set_aside(checkout, judges.added_tests, aside)
         ran = _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
-        if judges.restore:  # the auditor reviews the patch as it is
+        put_back(checkout, judges.added_tests, aside)
+        with_added = (
+            _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
+            if judges.added_tests else _Ran([], [], [])
+        )
+        if judges.restore or judges.added_tests:  # the auditor reviews the patch as it is
             git(["checkout", "-q", "-f", "HEAD", "--", "."], checkout)
-        transitions = {_shown(c): transition(base[_shown(c)].passed, c.passed) for c in ran.checks if _shown(c) in base}
-        flags = _flags(repo, patch.base, ran, base)
-        judgement = from_checks({_shown(c): c.passed for c in ran.checks})
+        evidence = _evidence_run(ran, with_added, needs_added)
+        transitions = {_shown(c): transition(base[_shown(c)].passed, c.passed) for c in evidence.checks if _shown(c) in base}
+        flags = _flags(repo, patch.base, ran, base, needs_added)
+        results = {_shown(c): c.passed for c in evidence.checks}
+        results |= {f"{_shown(c)} (with the tests the patch adds)": c.passed for c in with_added.checks}
+        judgement = from_checks(results)
+        all_checks = [*ran.checks, *with_added.checks]
         reviewer, reviewed = "checks", False
         if auditor is not None:
             said = _audit(auditor, repo, repo_dir, patch, spec, ctx, checkout, run, store, now, judges.files, transitions)
             reviewed = bool(judges.files) and said.accepted and names_every(said.evidence.get("integrity", ""), judges.files)
             # With no checks the auditor alone judges; with both, both must accept.
-            judgement = combine(judgement, said) if ran.checks else said
-            reviewer = f"checks+{auditor.name}" if ran.checks else auditor.name
+            judgement = combine(judgement, said) if all_checks else said
+            reviewer = f"checks+{auditor.name}" if all_checks else auditor.name
     finally:
         drop_checkout(repo_dir, checkout)
     judgement = weigh(judgement, transitions=transitions, flags=flags, require=rules.require, judges=judges.files, reviewed=reviewed)
@@ -209,14 +226,29 @@ def verify(
         accepted=judgement.accepted and not judgement.malformed,
         reviewer=reviewer,
         evidence=judgement.evidence | ({"malformed": judgement.malformed} if judgement.malformed else {}),
-        checks=tuple(artifact_id(c) for c in ran.checks),
+        checks=tuple(artifact_id(c) for c in all_checks),
         patch=artifact_id(patch),
         judges=judges.files,
         transitions=transitions,
         flags=tuple(flags),
     )
     VerdictNotes(repo, repo_dir).add(verdict, now())
-    return Verification(ran.checks, verdict)
+    return Verification(all_checks, verdict)
+
+
+def _evidence_run(ran: _Ran, with_added: _Ran, needs_added: set[str]) -> _Ran:
+    """Each check's evidence: its run with the base's tests alone, or, for a check that runs a test
+    file the patch adds, its run with that file."""
+    if not needs_added:
+        return ran
+    picked = _Ran([], [], [])
+    by_command = {_shown(c): (c, o, r) for c, o, r in zip(with_added.checks, with_added.outputs, with_added.tree_reads, strict=True)}
+    for check, output, reads in zip(ran.checks, ran.outputs, ran.tree_reads, strict=True):
+        chosen = by_command.get(_shown(check), (check, output, reads)) if _shown(check) in needs_added else (check, output, reads)
+        picked.checks.append(chosen[0])
+        picked.outputs.append(chosen[1])
+        picked.tree_reads.append(chosen[2])
+    return picked
 
 
 def _base_results(
@@ -225,7 +257,8 @@ def _base_results(
 ) -> dict[str, BaseCheck]:
     """Each check's result on the base: from the cache, or run once on a clean checkout of it and kept."""
     cache = BaseChecks(repo.common_dir)
-    found = {command: cache.get(base, command) for command in spec.checks}
+    key = env_key(ctx.base_env)  # a base run under another environment (PYTEST_ADDOPTS, say) is another result
+    found = {command: cache.get(base, command, key) for command in spec.checks}
     missing = tuple(command for command, result in found.items() if result is None)
     if missing:
         checkout = clean_checkout(repo_dir, root, base)
@@ -236,7 +269,7 @@ def _base_results(
         for command, check, output in zip(missing, ran.checks, ran.outputs, strict=True):
             found[command] = result = BaseCheck(passed=check.passed, exit_code=check.exit_code, output_tail=output)
             if not check.timed_out:  # a timeout says nothing lasting about the base
-                cache.put(base, command, result)
+                cache.put(base, command, result, key)
     return {command: result for command, result in found.items() if result is not None}
 
 
@@ -247,7 +280,7 @@ def _output(check: Check, read_blob: Callable[[str], bytes]) -> str:
     return output_tail(stdout, stderr)
 
 
-def _flags(repo: GitRepo, base: str, ran: _Ran, base_results: dict[str, BaseCheck]) -> list[str]:
+def _flags(repo: GitRepo, base: str, ran: _Ran, base_results: dict[str, BaseCheck], needs_added: set[str]) -> list[str]:
     """Why the head's green run is not evidence: a known runner ran fewer tests than on the base (or
     none), skipped or deselected more; a check read the project's files from the user's working tree."""
     flags: list[str] = []
@@ -255,11 +288,11 @@ def _flags(repo: GitRepo, base: str, ran: _Ran, base_results: dict[str, BaseChec
     for check, output, reads in zip(ran.checks, ran.outputs, ran.tree_reads, strict=True):
         command = _shown(check)
         runner = runner_of(command)
-        if runner is not None:
+        if runner is not None and command not in needs_added:
             before = base_results.get(command)
             base_counts = read_counts(runner, before.output_tail) if before is not None else None
             flags += [f"{command}: {line}" for line in compare(base_counts, read_counts(runner, output), runner)]
-        tracked = [path for path in reads if repo.tree_entry(tree, path) is not None]
+        tracked = [path for path in map(source_of, reads) if repo.tree_entry(tree, path) is not None]
         if tracked:
             flags.append(
                 f"{command}: reads {tracked[0]} from the user's working tree, not the checkout: unverifiable"

@@ -84,7 +84,7 @@ def person(swarm: Swarm) -> str:
 def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> Reviewed:
     """A person's verdict on a patch's head (PATCH is an artifact id prefix), on a finding or a
     decision (noted on its job's base, deciding for that artifact alone), or on a commit."""
-    job, task = AUDIT, None
+    job, task, patch_id = AUDIT, None, None
     evidence = {"note": note} if note else {}
     about = reviewed_artifact(swarm, target)
     if about is not None:  # a finding or decision: noted on its job's base, deciding for it alone
@@ -92,7 +92,7 @@ def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> 
         evidence[ABOUT] = artifact_id
     else:
         try:
-            _, patch, _ = find_patch(swarm, target)
+            patch_id, patch, _ = find_patch(swarm, target)
             commit, job, task = patch.head, patch.job, patch.task
         except BadInput:
             commit = resolve_commit(swarm, target)
@@ -100,7 +100,7 @@ def review(swarm: Swarm, target: str, accept: bool, note: str | None = None) -> 
     verdict = Verdict(
         job=job, task=task, created=swarm.clock(), producer="person", head=commit,
         status="complete" if accept else "incomplete", integrity="clean", contract="aligned" if accept else "needs_revision",
-        accepted=accept, reviewer=who, evidence=evidence,
+        accepted=accept, reviewer=who, evidence=evidence, patch=patch_id,
     )
     notes = swarm.verdict_notes()
     notes.add(verdict, swarm.clock())

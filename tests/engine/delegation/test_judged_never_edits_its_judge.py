@@ -214,3 +214,142 @@ def test_status_marks_a_task_whose_patch_nothing_judged(calc: Path) -> None:
     assert "unverified: no checks judged its patch" in cli(calc, "status", job).out
     checked = cli(calc, "--json", "delegate", FIX, "--adapter", "scripted", "--check", SCRIPT_CHECK).json()["id"]
     assert cli(calc, "--json", "status", checked).json()["tasks"][0]["unverified"] is False
+
+
+# -- attacks found in review: each one merged a non-fix before it was closed ---------------------------
+
+
+@pytest.mark.parametrize(
+    "instruction, check",
+    [
+        # an added test file runs in the same pytest process as the base's tests, and patches the code under test
+        ("write test_aaa.py: import calc; calc.add = lambda a, b: a + b", PYTEST_CHECK),
+        # or pytest itself
+        ("write test_zzz.py: import _pytest.python as p; p.Function.runtest = lambda self: None", PYTEST_CHECK),
+    ],
+    ids=["patches-the-code", "patches-pytest"],
+)
+def test_an_added_test_file_cannot_change_how_the_base_tests_run(calc: Path, instruction: str, check: str) -> None:
+    code, data, _ = delegate(calc, instruction, check)
+    assert code == 1
+    assert not any(v.accepted for _, v in records(calc, data["id"], Verdict))
+
+
+@pytest.mark.parametrize(
+    "instruction, check",
+    [
+        ("write pytest.py: import sys; print('1 passed in 0.01s'); sys.exit(0)", PYTEST_CHECK),
+        ("write usercustomize.py: import sys, types; m = types.ModuleType('calc'); m.add = lambda a, b: a + b; sys.modules['calc'] = m",
+         SCRIPT_CHECK),
+        ("write fix.pth: import sys, types; m = types.ModuleType('calc'); m.add = lambda a, b: a + b; sys.modules['calc'] = m",
+         SCRIPT_CHECK),
+        ("write pyproject.toml: [tool.pytest.ini_options]\nappend pyproject.toml: addopts = '-p myplug'\n"
+         "write myplug.py: import calc; calc.add = lambda a, b: a + b", PYTEST_CHECK),
+    ],
+    ids=["runner-shadow", "usercustomize", "pth", "added-pyproject"],
+)
+def test_what_the_checks_python_loads_first_is_a_judge(calc: Path, instruction: str, check: str) -> None:
+    code, data, _ = delegate(calc, instruction, check)
+    assert code == 1
+    verdicts = [v for _, v in records(calc, data["id"], Verdict)]
+    assert verdicts and not any(v.accepted for v in verdicts) and all(v.judges for v in verdicts)
+
+
+@pytest.mark.parametrize(
+    "check", [f"env {sys.executable} check.py", f"{sys.executable} -W error check.py", f"timeout 60 {sys.executable} check.py"]
+)
+def test_a_script_a_check_runs_through_a_wrapper_or_options_is_a_judge(calc: Path, check: str) -> None:
+    commit_file(calc, "check.py", "from calc import add\nassert add(2, 3) == 5\n", "a check script")
+    code, data, _ = delegate(calc, "write check.py: pass", check)
+    assert code == 1
+    verdict = [v for _, v in records(calc, data["id"], Verdict)][-1]
+    assert verdict.judges == ("check.py",) and not verdict.accepted
+
+
+def test_a_makefile_targets_recipe_and_includes_are_judges(calc: Path) -> None:
+    commit_file(calc, "ci.mk", f"test:\n\t{sys.executable} run_tests.py\n", "ci rules")
+    commit_file(calc, "Makefile", "include ci.mk\n", "the makefile")
+    commit_file(calc, "run_tests.py", "from calc import add\nassert add(2, 3) == 5\n", "the test runner")
+    for instruction in ("write ci.mk: test:\n append ci.mk: \ttrue", "write run_tests.py: pass"):
+        code, data, _ = delegate(calc, instruction, "make test")
+        assert code == 1
+        verdict = [v for _, v in records(calc, data["id"], Verdict)][-1]
+        assert verdict.judges and not verdict.accepted
+
+
+def test_a_test_file_under_a_name_git_quotes_is_protected_and_put_back(calc: Path) -> None:
+    odd = 'q"dir'
+    commit_file(calc, f"{odd}/test_odd.py", "from calc import add\nassert add(2, 3) == 5\n", "an oddly named test")
+    check = f"{sys.executable} '{odd}/test_odd.py'"
+    code, data, _ = delegate(calc, "misbehave: weaken-test", check)
+    assert code == 1
+    verdict = [v for _, v in records(calc, data["id"], Verdict)][-1]
+    assert verdict.judges and verdict.transitions == {check: "fail->fail"}  # the base's test ran, and failed
+
+
+def test_a_review_does_not_outlive_a_newer_rejection(calc: Path) -> None:
+    _, data, _ = delegate(calc, f"{FIX}\nmisbehave: weaken-test", SCRIPT_CHECK)
+    patch_id = records(calc, data["id"], Patch)[-1][0]
+    assert cli(calc, "review", patch_id, "--accept").code == 0
+    commit_file(calc, ".gitswarm.toml", '[verify]\nrequire = "fail-to-pass"\nprotect = ["calc.py"]\n', "stricter")
+    assert cli(calc, "verify", patch_id).code == 1  # now calc.py is a judge too: the base's calc.py ran, fail->fail
+    refused = cli(calc, "merge", patch_id)
+    assert refused.code == 1 and "nothing merged" in refused.err
+
+
+def test_a_review_of_another_patch_on_the_same_head_does_not_count(calc: Path) -> None:
+    _, data, _ = delegate(calc, f"{FIX}\nmisbehave: weaken-test", SCRIPT_CHECK)
+    patch_id, patch = records(calc, data["id"], Patch)[-1]
+    assert cli(calc, "review", patch.head, "--accept").code == 0  # the commit, not the patch
+    assert cli(calc, "merge", patch_id).code == 1
+
+
+def test_the_base_cache_is_per_environment(calc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_file(calc, "calc.py", "def add(a, b):\n    return a + b\n", "the base is right")
+    commit_file(calc, ".gitswarm.toml", '[verify]\nrequire = "fail-to-pass"\n', "require evidence")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--no-such-flag")  # the base's run fails for this environment only
+    delegate(calc, "write notes.txt: one", PYTEST_CHECK)
+    monkeypatch.delenv("PYTEST_ADDOPTS")
+    code, data, _ = delegate(calc, "write notes.txt: two", PYTEST_CHECK)
+    assert code == 1  # pass->pass: unproven, not a fail->pass from the other environment's cached failure
+    verdict = [v for _, v in records(calc, data["id"], Verdict)][-1]
+    assert verdict.transitions == {PYTEST_CHECK: "pass->pass"}
+
+
+def test_a_symlink_to_the_users_tree_never_lets_verification_write_there(calc: Path, tmp_path: Path) -> None:
+    commit_file(calc, "tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n", "tests")
+    (calc / "tests" / "test_calc.py").write_text("# the user's uncommitted work\n")
+    agent = tmp_path / "agent.sh"
+    agent.write_text(f"#!/bin/sh\nrm -rf tests && ln -s {calc}/tests tests\n")
+    agent.chmod(0o755)
+    commit_file(calc, ".gitswarm/adapters/linker.toml", f'executable = "{agent}"\n', "an agent that links")
+    result = cli(calc, "--json", "delegate", "link it", "--adapter", "linker", "--check", PYTEST_CHECK)
+    assert result.code == 1
+    assert (calc / "tests" / "test_calc.py").read_text() == "# the user's uncommitted work\n"
+
+
+def test_a_judge_turned_from_a_file_into_a_folder_is_put_back(calc: Path, tmp_path: Path) -> None:
+    agent = tmp_path / "agent.sh"
+    agent.write_text("#!/bin/sh\nrm test_calc.py && mkdir -p test_calc.py && echo x > test_calc.py/x\n")
+    agent.chmod(0o755)
+    commit_file(calc, ".gitswarm/adapters/folder.toml", f'executable = "{agent}"\n', "an agent that swaps")
+    result = cli(calc, "--json", "delegate", "swap it", "--adapter", "folder", "--check", SCRIPT_CHECK)
+    assert result.code == 1, result.err
+    verdict = [v for _, v in records(calc, result.json()["id"], Verdict)][-1]
+    assert verdict.transitions == {SCRIPT_CHECK: "fail->fail"} and verdict.judges
+
+
+def test_an_honest_fix_with_a_quiet_pytest_is_accepted(calc: Path) -> None:
+    check = f"{sys.executable} -m pytest -qq -p no:cacheprovider"
+    code, _, err = delegate(calc, FIX, check)
+    assert code == 0, err
+
+
+def test_the_projects_own_sitecustomize_still_runs_under_the_guard(calc: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['PROJECT_SITE'] = 'ran'\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    check = f"{sys.executable} -c \"import os, sys; sys.exit(0 if os.environ.get('PROJECT_SITE') == 'ran' else 3)\""
+    code, _, err = delegate(calc, FIX, check)
+    assert code == 0, err  # without the project's sitecustomize the check exits 3, on the base and the head
