@@ -19,6 +19,7 @@ def _pull_text(d: dict) -> str:
     lines += [f"invalid: {job}: {why}" for job, why in sorted(d["invalid"].items())]
     lines += [f"invalid note on {commit}: {why}" for commit, why in sorted(d["invalid_notes"].items())]
     lines += [f"invalid memory: {d['invalid_memory']}"] if d.get("invalid_memory") else []
+    lines += [f"warning: skipped {ref}: {why}" for ref, why in sorted(d.get("skipped", {}).items())]
     lines.append(f"unchanged: {len(d['unchanged'])} jobs; notes {d['notes']}; memory {d.get('memory', 'unchanged')}")
     return "\n".join(lines)
 

@@ -310,6 +310,8 @@ class PygitRepo:
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True
+        self._object(ancestor, pygit2.Commit)
+        self._object(descendant, pygit2.Commit)
         return self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
 
     def merge_in_memory(self, ours: str, theirs: str) -> tuple[str | None, list[str]]:

@@ -48,14 +48,18 @@ class PullReport:
     invalid: dict[str, str] = field(default_factory=dict)
     notes: str = "unchanged"
     invalid_notes: dict[str, str] = field(default_factory=dict)  # note path -> why its lines were dropped
-    memory: str = "unchanged"  # the memory ref: unchanged, new, updated, merged or invalid
+    memory: str = "unchanged"  # the memory ref: unchanged, new, updated, merged, invalid or skipped
     invalid_memory: str | None = None  # why the pulled memory was refused
+    # Refs that do not point at a commit (a blob or a tree pushed by hand): skipped by name, with a warning;
+    # nothing gitswarm writes looks like that, so they are no job's history to refuse.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def view(self) -> dict:
         return {
             "remote": self.remote, "new": self.new, "updated": self.updated, "merged": self.merged,
             "unchanged": self.unchanged, "invalid": self.invalid, "notes": self.notes,
             "invalid_notes": self.invalid_notes, "memory": self.memory, "invalid_memory": self.invalid_memory,
+            "skipped": self.skipped,
         }
 
 
@@ -133,8 +137,22 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     who = (COMMITTER, f"{swarm.actor}@gitswarm")
     intake = Intake(repo, pull_limits(swarm))
     report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
-    report.memory, report.invalid_memory = pull_memory(swarm, repo.read_ref(f"{prefix}memory"), intake)
+    memory = repo.read_ref(f"{prefix}memory")
+    why = not_a_commit(swarm, memory) if memory is not None else None
+    if why is not None:
+        report.memory, report.skipped[MEMORY_REF] = "skipped", why
+    else:
+        report.memory, report.invalid_memory = pull_memory(swarm, memory, intake)
     return report
+
+
+def not_a_commit(swarm: Swarm, oid: str) -> str | None:
+    """Why a pulled ref is no history at all (it points at a blob or a tree), or None for a commit."""
+    try:
+        swarm.repo.commit_info(oid)
+    except CorruptRecord as exc:
+        return str(exc)
+    return None
 
 
 def pull_limits(swarm: Swarm) -> PullLimits:
@@ -168,6 +186,10 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]
         if jobs is not None and job_id not in jobs:
+            continue
+        why = not_a_commit(swarm, theirs)
+        if why is not None:  # named and left aside: the good jobs beside it are pulled and run
+            report.skipped[layout.job_ref(job_id) if GENERATED_ID.fullmatch(job_id) else ref] = why
             continue
         try:
             plans.append(_plan(swarm, intake, job_id, theirs))

@@ -452,3 +452,29 @@ def test_after_a_merge_the_pulled_tip_again_is_unchanged_and_a_forgery_on_it_is_
     push(evil, f"{forged}:{ref}")
     assert_refused(victim, job, "lease_expires")
     assert rev(victim, ref) == merged
+
+
+def test_job_and_memory_refs_that_are_no_commits_are_skipped_by_name_and_a_good_job_still_runs(
+    victim: Path, evil: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    job = submit(evil, f'id = "a"\ncommand = "touch {marker}"')
+    ok(cli(evil, "push"))
+    blob = hash_object(evil, b"not a job\n")
+    tree = write_tree(evil, {"x": blob})
+    bogus = new_id()
+    run_git(evil, "update-ref", f"refs/swarm/jobs/{bogus}", blob)
+    run_git(evil, "update-ref", "refs/swarm/memory", tree)
+    push(evil, f"refs/swarm/jobs/{bogus}", "refs/swarm/memory")
+    result = pull(victim)
+    assert result.code == 0, result.err
+    report = result.json()
+    assert report["new"] == [job] and report["memory"] == "skipped"
+    assert sorted(report["skipped"]) == [f"refs/swarm/jobs/{bogus}", "refs/swarm/memory"]
+    assert "is a blob, not a commit" in report["skipped"][f"refs/swarm/jobs/{bogus}"]
+    assert git(victim, "for-each-ref", f"refs/swarm/jobs/{bogus}", "refs/swarm/memory") == ""
+    text = cli(victim, "pull")
+    assert text.code == 0 and f"warning: skipped refs/swarm/jobs/{bogus}" in text.out
+    ok(cli(victim, "approve", job))
+    ok(cli(victim, "--json", "work", "--job", job, "-j", "1"))
+    assert marker.exists()
