@@ -37,6 +37,8 @@ from gitswarm.model.spec import parse_duration
 from gitswarm.store.errorlogs import repo_log_dir
 
 RUNNER = "gitswarm.engine.notify.runner"
+MAX_RUNNERS = 3  # notifier processes one gitswarm process has running at once; past it, an event is logged, not sent
+NOTIFIED_FILE = "notified-approvals"  # <git common dir>/gitswarm/: jobs whose approval_needed was sent, one id a line
 
 
 class Notifier:
@@ -48,6 +50,7 @@ class Notifier:
         self.timeout = parse_duration(config.timeout, "notify.timeout")
         self.log = log
         self.repository = repository
+        self.running: list[subprocess.Popen] = []
 
     @classmethod
     def of(cls, swarm: Swarm) -> Notifier:
@@ -58,6 +61,10 @@ class Notifier:
         """Hand the event to a runner process and return at once."""
         if not self.command or event["event"] not in self.events:
             return
+        self.running = [p for p in self.running if p.poll() is None]
+        if len(self.running) >= MAX_RUNNERS:  # a burst of events never becomes a burst of processes
+            self._note(f"{len(self.running)} notifiers still running: {event['event']} not sent")
+            return
         payload = json.dumps({**event, "repository": os.fspath(self.repository), "at": time.time()}).encode()
         try:
             runner = subprocess.Popen(
@@ -67,8 +74,32 @@ class Notifier:
             assert runner.stdin is not None
             runner.stdin.write(payload)
             runner.stdin.close()
+            self.running.append(runner)
         except OSError as exc:
             self._note(f"could not start the runner: {exc}")
+
+    def approvals(self, swarm: Swarm, jobs: list[str]) -> None:
+        """One approval_needed for those of `jobs` (unfinished, awaiting approval) not announced before
+        from this clone: a pull of 150 jobs is one notification, and the next run announces none of them again."""
+        if not self.command or "approval_needed" not in self.events:
+            return
+        path = swarm.common_dir / "gitswarm" / NOTIFIED_FILE
+        try:
+            told = set(path.read_text().split())
+        except OSError:
+            told = set()
+        fresh = [job for job in jobs if job not in told]
+        if not fresh:
+            return
+        why = swarm.ledger.trust.why_not
+        listed = [{"job": job, "why": why(job) or ""} for job in fresh]
+        self.send({"event": "approval_needed", "job": fresh[0], "why": listed[0]["why"], "jobs": listed})
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as handle:
+                handle.write("".join(f"{job}\n" for job in fresh))
+        except OSError:
+            pass  # announced again next time: never a reason to fail the work
 
     def verdict(self, verdict: Verdict, verdict_id: str) -> None:
         self.send({
@@ -100,8 +131,8 @@ class Watch:
         if not self.notifier.command:
             return
         if event["event"] == "untrusted":
-            for job in event["jobs"]:
-                self.notifier.send({"event": "approval_needed", "job": job, "why": self.swarm.ledger.trust.why_not(job) or ""})
+            unfinished = {j["id"] for j in self.swarm.index.jobs() if j["status"] not in FINISHED}
+            self.notifier.approvals(self.swarm, [job for job in event["jobs"] if job in unfinished])
         elif event["event"] == "task":
             self._verdicts(event["job"])
             self._ending(event["job"])

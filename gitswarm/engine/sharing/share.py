@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitswarm.engine.config import load_config
+from gitswarm.engine.notify.notifier import Notifier
 from gitswarm.engine.sharing.memory_pull import pull_memory
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, CorruptRecord, DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
+from gitswarm.model.records import FINISHED
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.job_merge import Merged, check_tip, merge_job
@@ -134,6 +136,7 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     report = PullReport(remote=remote)
     repo = swarm.repo
     integrate_jobs(swarm, key, report)
+    announce_approvals(swarm, report.new)
     who = (COMMITTER, f"{swarm.actor}@gitswarm")
     intake = Intake(repo, pull_limits(swarm))
     report.notes, report.invalid_notes = pull_notes(repo, repo.read_ref(f"{prefix}notes/swarm"), intake, who, swarm.clock())
@@ -144,6 +147,14 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     else:
         report.memory, report.invalid_memory = pull_memory(swarm, memory, intake)
     return report
+
+
+def announce_approvals(swarm: Swarm, jobs: list[str]) -> None:
+    """One approval_needed notification for the pulled jobs that wait for a person (unfinished, not approved)."""
+    waiting = swarm.ledger.untrusted_jobs()
+    unfinished = [job for job in jobs if job in waiting and (found := swarm.index.job(job)) is not None and found["status"] not in FINISHED]
+    if unfinished:
+        Notifier.of(swarm).approvals(swarm, unfinished)
 
 
 def not_a_commit(swarm: Swarm, oid: str) -> str | None:

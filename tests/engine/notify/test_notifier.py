@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import cli, commit_file, git, register_scripted, spec_text
+from gitswarm.engine.swarm import Swarm
+from tests.conftest import cli, clone_of, commit_file, git, register_scripted, seeded_remote, spec_text
 
 # Writes each event it is handed (stdin) to a file of its own in OUT.
 RECORDER = """import json, os, sys, time
@@ -130,3 +131,25 @@ def test_a_bad_notify_section_is_bad_input(repo: Path, tmp_path: Path) -> None:
     spec.write_text(spec_text('id = "a"\ncommand = "true"'))
     result = cli(repo, "run", str(spec))
     assert result.code == 2 and "notify.events" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_a_pull_of_150_jobs_awaiting_approval_is_one_notification_and_the_next_work_adds_none(tmp_path: Path) -> None:
+    remote = seeded_remote(tmp_path)
+    evil, victim = clone_of(tmp_path, "evil", remote), clone_of(tmp_path, "victim", remote)
+    spec = tmp_path / "job.toml"
+    spec.write_text(spec_text('id = "a"\ncommand = "true"'))
+    swarm = Swarm(evil)
+    try:
+        jobs = sorted(swarm.submit_file(spec) for _ in range(150))
+    finally:
+        swarm.close()
+    assert cli(evil, "push").code == 0
+    out = configure(victim, tmp_path, recorder_command(tmp_path) + '\nevents = ["approval_needed"]')
+    pulled = cli(victim, "--json", "pull")
+    assert pulled.code == 0, pulled.err
+    (event,) = events(out, 1)
+    assert event["event"] == "approval_needed" and sorted(j["job"] for j in event["jobs"]) == jobs
+    assert all(j["why"].startswith("pulled from origin") for j in event["jobs"])
+    assert cli(victim, "--json", "work", "--until-idle", "-j", "1").code == 0
+    time.sleep(0.5)
+    assert len(list(out.glob("*.json"))) == 1  # announced once, by the pull
