@@ -2,10 +2,12 @@
 
 A patch is accepted when the deciding counted verdict on its head accepts it
 as complete, clean and aligned, and gitswarm's own counted checks accepted
-that very patch (as `merge` asks). A finding or decision is accepted when a
-person's counted review of it (`review ID --accept`, noted on its job's base)
-decides so, or when it belongs to the attempt of an accepted patch of its
-task. A worker's own claims never count: only verdicts weighed here do.
+that very patch (as `merge` asks). A finding or decision is accepted only
+when a person's counted review names it (`review ID --accept`, noted on its
+job's base, `evidence.artifact` its id): a verdict counts for the content it
+named, never for text added to the same attempt after it (anyone with push
+access can append a finding to an accepted attempt). A worker's own claims
+never count: only verdicts weighed here do.
 """
 
 from __future__ import annotations
@@ -60,19 +62,7 @@ def acceptance(
         return _patch_accepted(notes.weigh(artifact.head), artifact_id, artifact.head, tuple(f.path for f in artifact.files))
     base = snapshot.job.base
     if base is not None and commit in (None, base):
-        found = _reviewed(notes.weigh(base), artifact_id, base)
-        if found is not None:
-            return found
-    if artifact.task is None:
-        return None
-    task = snapshot.task(artifact.task)
-    for patch_id in reversed(task.artifacts):
-        patch = snapshot.artifact(patch_id)
-        if not isinstance(patch, Patch) or patch.attempt != artifact.attempt or commit not in (None, patch.head):
-            continue
-        found = _patch_accepted(notes.weigh(patch.head), patch_id, patch.head, tuple(f.path for f in patch.files))
-        if found is not None:
-            return found
+        return _reviewed(notes.weigh(base), artifact_id, base)
     return None
 
 
