@@ -64,6 +64,8 @@ def job(data: dict) -> str:
     text = head + "\n" + columns_table(tuple(names), tuple(columns))
     if data.get("reviews"):
         text += "\n\nverdicts:\n" + reviews(data["reviews"])
+    for op in data.get("refused", []):
+        text += f"\nrefused: {op['kind']} {op['op'][:12]}" + (f" for {op['task']}" if op["task"] else "") + f": {op['why']}"
     return text
 
 

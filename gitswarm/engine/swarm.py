@@ -238,7 +238,18 @@ class Swarm:
         unverified = self.unverified_tasks(job_id, reviews)
         for task in view["tasks"]:
             task["unverified"] = task["id"] in unverified
+        refused = self.refused_steers(job_id)
+        if refused:
+            view["refused"] = refused
         return view
+
+    def refused_steers(self, job_id: str) -> list[dict]:
+        """The steers waiting in the job that this clone did not make: data, never delivered to an agent here."""
+        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
+        mine = self.ledger.trust.ops_made_here()
+        waiting = [(None, g) for g in snapshot.state.steering] + [(t.spec.id, g) for t in snapshot.tasks() for g in t.steering]
+        why = "a steer made elsewhere: its text never reaches an agent here"
+        return [{"op": g.op, "kind": "steered", "task": task, "why": why} for task, g in waiting if g.op not in mine]
 
     def unverified_tasks(self, job_id: str, reviews: dict[str, list[dict]]) -> set[str]:
         """Tasks that succeeded with a patch gitswarm never judged (no checks, no auditor): done, not verified."""

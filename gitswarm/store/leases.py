@@ -93,6 +93,7 @@ class Leases(Protocol):
 
     refs: JobRefs
     index: Index
+    trust: Trust  # which jobs may run here, and which ops this clone made
 
     def claim(
         self, owner: str, ttl: float, now: float, job_id: str | None = None, exclude: frozenset[str] = frozenset(),

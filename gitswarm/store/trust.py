@@ -7,6 +7,10 @@ local files that are never pushed, in `<git-common-dir>/gitswarm/`:
 - `local-jobs`: one job id per line, appended before the job's ref is
   created. A crash in between leaves a line for a job that does not exist,
   never a job without its line.
+- `local-ops`: the ids of the operations this clone made that carry
+  instructions from a person (a steer, a follow-up), appended before the op
+  is written. A pulled one that is not here (and not signed) is data: it is
+  never delivered to an agent (engine/jobs/steering.py, agent_attempt.py).
 - `trust.json`: where each pulled job came from (written, and synced to
   disk, before a pull moves any live ref) and which ones the user approved.
 
@@ -29,6 +33,7 @@ from gitswarm.model.errors import CorruptRecord
 
 TRUST_FILE = "trust.json"
 LOCAL_JOBS_FILE = "local-jobs"
+LOCAL_OPS_FILE = "local-ops"
 # gitswarm replaces trust.json atomically, but a hand edit (or anything with write access to the
 # git dir) may be caught half-written: a file that does not decode is read again a few times
 # before it counts as corrupt.
@@ -55,6 +60,8 @@ class Trust:
         self.local_path = common_dir / "gitswarm" / LOCAL_JOBS_FILE
         self._cache: tuple[object, TrustFile, frozenset[str]] | None = None
         self._local: tuple[object, frozenset[str]] | None = None
+        self.ops_path = common_dir / "gitswarm" / LOCAL_OPS_FILE
+        self._ops: tuple[object, frozenset[str]] | None = None
 
     def load(self) -> TrustFile:
         for tries_left in range(TORN_READ_TRIES - 1, -1, -1):
@@ -91,6 +98,25 @@ class Trust:
             os.write(fd, f"{job}\n".encode())  # one short O_APPEND write: never interleaved
         finally:
             os.close(fd)
+
+    def made_op(self, op_id: str) -> None:
+        """Record that this clone made the operation `op_id`; called before it is written."""
+        self.ops_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.ops_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, f"{op_id}\n".encode())
+        finally:
+            os.close(fd)
+
+    def ops_made_here(self) -> frozenset[str]:
+        """local-ops, read again only when it changed."""
+        stamp = _stamp(self.ops_path)
+        if self._ops is None or self._ops[0] != stamp:
+            try:
+                self._ops = (stamp, frozenset(self.ops_path.read_text().split()))
+            except FileNotFoundError:
+                self._ops = (stamp, frozenset())
+        return self._ops[1]
 
     def adopted(self, jobs: dict[str, str]) -> None:
         """Record where newly pulled jobs came from (a job keeps its first origin)."""

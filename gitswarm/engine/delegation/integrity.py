@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.model.paths import quote_path
@@ -74,6 +75,11 @@ UNWATCHED_OWN_FILES = (
 # violation; any change once it exists is. (An agent runs as the user and can read the
 # key anyway: letting it appear adds nothing an agent could not already do.)
 CREATED_ON_FIRST_USE = ("seal.key",)
+# gitswarm's append-only records of what this clone made (store/trust.py): a submission or a steer by
+# the user while an agent runs appends to them. Lines appended are allowed, when each is an id gitswarm
+# makes; anything else (a line rewritten or removed, a file replaced) is a violation.
+APPEND_ONLY_OWN_FILES = ("local-jobs", "local-ops")
+MAX_APPEND_ONLY = 1 << 20  # read at most this much of one; past it, only its stamp is compared
 
 # Files of the git dir that change what git does for the user.
 GIT_DIR_FILES = ("config", "config.worktree", "shallow", "objects/info/alternates", "objects/info/http-alternates")
@@ -104,6 +110,7 @@ class Snapshot:
     files: dict[str, Stamp]  # git dir and gitswarm files -> stamp
     first_use: frozenset[str]  # the files of CREATED_ON_FIRST_USE, by path
     taken: float  # when, on the clock task records are stamped with
+    appended: dict[str, bytes | None] = field(default_factory=dict)  # APPEND_ONLY_OWN_FILES: path -> content
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,8 @@ class Change:
 def snapshot(watch: Watch, now: float) -> Snapshot:
     refs, jobs = _refs(watch.workdir or watch.common_dir)
     first_use = frozenset(str(watch.common_dir / "gitswarm" / name) for name in CREATED_ON_FIRST_USE)
-    return Snapshot(tree=_tree(watch), refs=refs, jobs=jobs, files=_files(watch), first_use=first_use, taken=now)
+    appended = {str(watch.common_dir / "gitswarm" / name): _read_small(watch.common_dir / "gitswarm" / name) for name in APPEND_ONLY_OWN_FILES}
+    return Snapshot(tree=_tree(watch), refs=refs, jobs=jobs, files=_files(watch), first_use=first_use, taken=now, appended=appended)
 
 
 def violations(watch: Watch, before: Snapshot, after: Snapshot) -> list[Change]:
@@ -144,12 +152,43 @@ def changes(before: Snapshot, after: Snapshot) -> list[Change]:
     for ref in sorted(was.keys() | now.keys()):
         if was.get(ref) != now.get(ref):
             found.append(Change(f"{quote_path(ref)} {_verb(ref, was, now, 'moved')}"))
+    for name in sorted(before.appended.keys() | after.appended.keys()):
+        old_text, new_text = before.appended.get(name), after.appended.get(name)
+        if old_text != new_text and not _only_appended_ids(old_text, new_text):
+            verb = "created" if old_text is None else "removed" if new_text is None else "changed"
+            found.append(Change(f"{name} {verb}"))
     for name in sorted(before.files.keys() | after.files.keys()):
         old_stamp, new_stamp = before.files.get(name, ABSENT), after.files.get(name, ABSENT)
         if old_stamp != new_stamp and not (old_stamp == ABSENT and name in after.first_use):
             verb = "created" if old_stamp == ABSENT else "removed" if new_stamp == ABSENT else "changed"
             found.append(Change(f"{name} {verb}"))
     return found
+
+
+def _only_appended_ids(old: bytes | None, new: bytes | None) -> bool:
+    """Whether `new` is `old` with whole lines of gitswarm ids appended (an absent file counts as empty)."""
+    if new is None:
+        return False
+    before = old or b""
+    if not new.startswith(before) or (before and not before.endswith(b"\n")):
+        return False
+    added = new[len(before):]
+    return added.endswith(b"\n") and all(GENERATED_ID.fullmatch(line.decode("ascii", "replace")) for line in added.splitlines())
+
+
+def _read_small(path: Path) -> bytes | None:
+    """The content of a small regular file (not following a symlink), None when absent; a stand-in that
+    never equals an honest content when it is not a regular file or too big."""
+    try:
+        stat = os.lstat(path)
+    except OSError:
+        return None
+    if not S_ISREG(stat.st_mode) or stat.st_size > MAX_APPEND_ONLY:
+        return f"\0not a small file: {stat.st_mode} {stat.st_size} {stat.st_mtime_ns}".encode()
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def others_ran_in_tree(common_dir: Path, since: float) -> bool:
@@ -252,7 +291,10 @@ def _own_files(directory: Path, skip: set[Path]) -> list[Path]:
         found += [Path(top, d) for d in dirs if os.path.islink(Path(top, d))]  # a skipped folder swapped for a symlink too
         dirs[:] = [d for d in dirs if Path(top, d) not in skip]
         in_top = Path(top) == directory
-        found += [Path(top, n) for n in names if not (in_top and any(fnmatch.fnmatchcase(n, p) for p in UNWATCHED_OWN_FILES))]
+        found += [
+            Path(top, n) for n in names
+            if not (in_top and any(fnmatch.fnmatchcase(n, p) for p in (*UNWATCHED_OWN_FILES, *APPEND_ONLY_OWN_FILES)))
+        ]
     return found
 
 

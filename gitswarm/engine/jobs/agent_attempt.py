@@ -25,12 +25,12 @@ from gitswarm.engine.delegation.attempt import Delegation
 from gitswarm.engine.delegation.readonly import ReadOnly
 from gitswarm.engine.jobs.steering import deliver
 from gitswarm.engine.knowledge.followup_section import continuation
-from gitswarm.engine.knowledge.memory import auto_promote
+from gitswarm.engine.knowledge.memory import auto_promote, notes_of
 from gitswarm.engine.knowledge.memory_section import memory_section
 from gitswarm.engine.knowledge.packet import build_packet
 from gitswarm.engine.knowledge.skills import skills_section
 from gitswarm.engine.routing.route import route
-from gitswarm.model.artifacts import BlobRef, Run
+from gitswarm.model.artifacts import BlobRef, Patch, Run
 from gitswarm.model.errors import BadInput
 from gitswarm.model.routing import Route
 from gitswarm.store.jobs import Snapshot
@@ -55,6 +55,10 @@ class AgentAttempt:
     def run(self, lease: Lease, runner: Runner, lost: Callable[[], bool]) -> Outcome:
         """Run the leased attempt of an agent task (or of a shell implement task) to its outcome."""
         spec = lease.spec
+        if spec.mode == "implement" and spec.adapter != "shell":
+            refused = self._refused_follow_up(lease)
+            if refused is not None:  # pulled instructions from elsewhere: nothing runs for them
+                return Outcome(ok=False, error=refused, retryable=False)
         # Read once per attempt, and only for an agent's: the packet and the routing share it.
         config = Config() if spec.adapter == "shell" else load_config(self.leases.refs.repo.workdir)
         routed = self._route(lease, config)
@@ -78,6 +82,28 @@ class AgentAttempt:
             )
         readonly = ReadOnly(self.leases.refs.repo, self.worktrees().root, self.store_blob, self.clock)
         return readonly.run(adapter, ctx, lease.base, spec, runner)
+
+    def _refused_follow_up(self, lease: Lease) -> str | None:
+        """Why the follow-up this attempt would carry out may not run here, or None (no follow-up, or one that may).
+
+        A follow-up decides where an agent starts and what it is told. It runs when this clone made it, or
+        when it continues from the job's base or from a patch of this very task that a verdict counted here
+        judged (accepted or rejected): never from a commit anyone with push access merely named.
+        """
+        snapshot = self._snapshot(lease)
+        follow = snapshot.task(lease.task).follow_up
+        if follow is None or follow.op in self.leases.trust.ops_made_here() or follow.head is None:
+            return None
+        task = snapshot.task(lease.task)
+        patch = snapshot.artifact(follow.patch) if follow.patch in task.artifacts else None
+        if isinstance(patch, Patch) and patch.head == follow.head and patch.task == lease.task:
+            judged = notes_of(self.leases.refs.repo).weigh(patch.head)
+            if any(w.counted and w.verdict.producer == "gitswarm" and w.verdict.patch == follow.patch for w in judged):
+                return None
+        return (
+            f"refused: follow-up {follow.op[:12]} was not made by this clone and does not continue a patch of "
+            f"{lease.task} that a verdict here judged (its head {follow.head[:12]}); nothing ran"
+        )
 
     def accepted(self, lease: Lease) -> None:
         """The attempt's result was written and it succeeded: an implement task's patch may become memory."""

@@ -53,6 +53,7 @@ def follow_up(swarm: Swarm, target: str, instruction: str, resume_session: bool 
             FollowedUp, s, swarm.clock(), task=task_id, instruction=instruction, patch=patch_id,
             head=patch.head if patch is not None else None, resume_session=resume_session, session=session,
         )
+        swarm.ledger.trust.made_op(op.id)  # before it is written: this clone's own word, for its workers
         return op, ()
 
     change = swarm.ledger.transition(job_id, build)

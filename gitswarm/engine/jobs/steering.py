@@ -44,28 +44,34 @@ def steer(swarm: Swarm, target: str, text: str) -> SteerRecorded:
         waits = "the next task of the job to start"
 
     def build(s: Snapshot) -> Built:
-        return swarm.refs.next_op(Steered, s, swarm.clock(), task=task_id, text=text), ()
+        op = swarm.refs.next_op(Steered, s, swarm.clock(), task=task_id, text=text)
+        swarm.ledger.trust.made_op(op.id)  # before it is written: this clone's own word, for its workers
+        return op, ()
 
     change = swarm.ledger.transition(job_id, build)
     pending = change.tasks[task_id].steering if task_id is not None else change.state.steering
     return SteerRecorded(job=job_id, task=task_id, op=pending[-1].op, delivered_at=waits)
 
 
-def pending(snapshot: Snapshot, task: Task, round_: int) -> tuple[Guidance, ...]:
-    """The steers a task's round `round_` takes: its own; at an attempt's start (round 0) the job-wide ones too."""
-    return task.steering + (snapshot.state.steering if round_ == 0 else ())
+def pending(snapshot: Snapshot, task: Task, round_: int, made_here: frozenset[str] | None = None) -> tuple[Guidance, ...]:
+    """The steers a task's round `round_` takes: its own; at an attempt's start (round 0) the job-wide ones too.
+    With `made_here`, only the steers this clone made: a steer pulled from elsewhere is data, never an
+    instruction to an agent here (its text is shown by `status`, refused)."""
+    found = task.steering + (snapshot.state.steering if round_ == 0 else ())
+    return found if made_here is None else tuple(g for g in found if g.op in made_here)
 
 
 def deliver(ledger: Leases, lease: Lease, snapshot: Snapshot, round_: int, now: float) -> str:
     """Take the steers waiting for round `round_` of the leased attempt, recording their delivery
     (`steering_delivered`, only while the lease is held); the prompt section that carries them,
     or "" when none is waiting (or the lease is gone)."""
-    if not pending(snapshot, snapshot.task(lease.task), round_):
+    mine = ledger.trust.ops_made_here()
+    if not pending(snapshot, snapshot.task(lease.task), round_, mine):
         return ""  # the common case: no write, no lock
     taken: list[tuple[Guidance, ...]] = [()]
 
     def build(s: Snapshot) -> Built:
-        taken[0] = found = pending(s, s.task(lease.task), round_)
+        taken[0] = found = pending(s, s.task(lease.task), round_, mine)
         steers = tuple(g.op for g in found)
         op = ledger.refs.next_op(
             SteeringDelivered, s, now, task=lease.task, token=lease.token, attempt=lease.attempt, round=round_, steers=steers

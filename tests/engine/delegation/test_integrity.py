@@ -89,10 +89,12 @@ def branch(task: dict) -> str:
         ('echo impostor > "$C/gitswarm/actor"', "actor changed"),
         ('mkdir -p "$C/gitswarm/keys" && echo k > "$C/gitswarm/keys/evil.pub"', "evil.pub created"),
         ('echo x > "$C/gitswarm/config.toml"', "config.toml created"),
+        ('echo 01aaaaaaaaaaaaaaaaaaaaaaaa > "$C/gitswarm/local-jobs"', "local-jobs changed"),  # rewritten, not appended
+        ('echo "not an id" >> "$C/gitswarm/local-ops"', "local-ops created"),
     ],
     ids=[
         "new-branch", "move-main", "tag", "stash", "remote-ref", "swarm-misshaped", "swarm-no-job", "user-head",
-        "config", "info", "shallow", "alternates", "trust", "actor", "key", "gitswarm-config",
+        "config", "info", "shallow", "alternates", "trust", "actor", "key", "gitswarm-config", "local-jobs", "local-ops",
     ],
 )
 def test_writes_into_the_git_dir_fail_on_integrity(project: Path, tmp_path: Path, command: str, named: str) -> None:
