@@ -238,7 +238,8 @@ class Swarm:
         unverified = self.unverified_tasks(job_id, reviews)
         for task in view["tasks"]:
             task["unverified"] = task["id"] in unverified
-        refused = self.refused_steers(job_id)
+        # Only an agent task can be steered: a job of shell tasks is read from the index alone.
+        refused = self.refused_steers(job_id) if any(t["adapter"] != "shell" for t in view["tasks"]) else []
         if refused:
             view["refused"] = refused
         return view

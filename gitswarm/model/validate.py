@@ -25,7 +25,7 @@ from gitswarm.model.codec import FORMAT
 from gitswarm.model.errors import BadInput, CorruptRecord
 from gitswarm.model.ids import ARTIFACT_ID, GENERATED_ID, TASK_ID, check_branch_ref, check_task_id
 from gitswarm.model.late_instructions import MAX_GUIDANCE_CHARS
-from gitswarm.model.limits import MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
+from gitswarm.model.limits import MAX_LEASE_SECONDS, MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
 from gitswarm.model.ops import (
     ArtifactsRecorded,
     BudgetStopped,
@@ -153,9 +153,11 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
         _check_guidance(op, where)
     if isinstance(op, TaskClaimed):
         _name(op.owner, f"{where}.owner", _OWNER)
+    if isinstance(op, (TaskClaimed, LeaseRenewed)):
         _time(op.lease_expires, f"{where}.lease_expires")
-    if isinstance(op, LeaseRenewed):
-        _time(op.lease_expires, f"{where}.lease_expires")
+        # A lease runs at most MAX_LEASE_SECONDS from the op that set it: a claim "until 2514" holds nothing.
+        _need(op.at <= op.lease_expires <= op.at + MAX_LEASE_SECONDS, where,
+              f"a lease until {op.lease_expires!r}, not within {MAX_LEASE_SECONDS:g} s after the op ({op.at!r})")
     if isinstance(op, TaskFinished):
         _need(0 <= op.cost_usd <= MAX_FLOAT and 0 <= op.tokens <= MAX_INT, where, "cost or tokens out of range")
         _text(op.error, f"{where}.error")

@@ -22,7 +22,7 @@ from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import CorruptRecord
 from gitswarm.model.ids import ARTIFACT_ID
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
-from gitswarm.model.ops import JobCreated, Op
+from gitswarm.model.ops import JobCreated, LeaseExpired, Op
 from gitswarm.model.validate import check_artifact, check_op
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
@@ -30,6 +30,8 @@ from gitswarm.store.jobs import Snapshot
 from gitswarm.store.oplog import parse_op_lines
 
 _FANS = (layout.TASKS_FANS, layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
+FUTURE_SLACK = 3600.0  # seconds an op may be dated ahead of this clone's clock (clocks drift; this is generous)
+EXPIRY_SLACK = 60.0  # seconds an expiry may be dated before the deadline this clone saw (the machines' skew)
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -44,9 +46,10 @@ class PullLimits:
 class Intake:
     """The checks of one pull, charging every byte read against its caps."""
 
-    def __init__(self, repo: GitRepo, limits: PullLimits = PullLimits()) -> None:
+    def __init__(self, repo: GitRepo, limits: PullLimits = PullLimits(), now: float | None = None) -> None:
         self.repo = repo
         self.limits = limits
+        self.now = now  # this clone's clock: an op dated past it (by more than FUTURE_SLACK) is refused
         self.spent = 0
         self.parsed: dict[str, list[tuple[str, Op]]] = {}  # commit id -> its (line, op)s, decoded once
 
@@ -82,10 +85,24 @@ class Intake:
                 elif task_ids is None:
                     raise CorruptRecord(f"{where}: history does not start with this job's job_created")
                 check_op(op, job_id, task_ids, f"{at}:{op.id}")
+                self._check_against_here(op, local, f"{at}:{op.id}")
         if task_ids is None or job_blob is None:
             raise CorruptRecord(f"{where}: history does not start with this job's job_created")
         self._check_tree(job_id, theirs, local, task_ids, job_blob)
         return commits
+
+    def _check_against_here(self, op: Op, local: Snapshot | None, where: str) -> None:
+        """What this clone can know of a pulled lease op: it is not dated in the future, and an expiry of a
+        lease this clone saw comes after that lease's deadline (a forged expiry frees a live lease)."""
+        if self.now is not None and op.at > self.now + FUTURE_SLACK:
+            raise CorruptRecord(f"{where}: dated {op.at - self.now:.0f} s in the future")
+        if not isinstance(op, LeaseExpired) or local is None or op.task not in local.task_ids():
+            return
+        seen = local.task(op.task)
+        if seen.claims == op.token and seen.lease_expires is not None and op.at + EXPIRY_SLACK < seen.lease_expires:
+            raise CorruptRecord(
+                f"{where}: expires lease {op.token} of {op.task} at {op.at:.0f}, before its deadline {seen.lease_expires:.0f} as this clone saw it"
+            )
 
     def _check_tree(self, job_id: str, theirs: str, local: Snapshot | None, task_ids: frozenset[str], job_blob: str) -> None:
         repo, where = self.repo, layout.job_ref(job_id)

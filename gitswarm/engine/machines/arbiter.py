@@ -216,7 +216,7 @@ class Arbiter:
             if not done.rejected:
                 raise WorkFailed(f"push to {self.remote} failed: {done.said or 'no answer'}")
             fetch(self.swarm, self.remote, self.key)
-            intake = Intake(repo, pull_limits(self.swarm))
+            intake = Intake(repo, pull_limits(self.swarm), self.swarm.clock())
             who = (COMMITTER, f"{self.swarm.actor}@gitswarm")
             pull_notes(repo, repo.read_ref(f"refs/gitswarm/shadow/{self.key}/notes/swarm"), intake, who, self.swarm.clock())
         return False

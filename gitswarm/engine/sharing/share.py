@@ -192,7 +192,7 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
     checked as hostile input, then adopted, fast-forwarded or merged, each by compare-and-swap."""
     prefix = _shadow(key)
     repo = swarm.repo
-    intake = Intake(repo, pull_limits(swarm))
+    intake = Intake(repo, pull_limits(swarm), swarm.clock())
     plans = []
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]
@@ -225,7 +225,7 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
 def integrate_tip(swarm: Swarm, job_id: str, theirs: str) -> str:
     """Bring one commit of a job, already in this repository, into the live ref: fast-forward or merge
     (`work --remote`: a commit the remote accepted while another process here moved the ref)."""
-    intake = Intake(swarm.repo, pull_limits(swarm))
+    intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock())
     return _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
 
 

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -316,7 +317,7 @@ def test_a_forged_patch_and_accepted_verdict_on_the_users_own_job_never_merge(vi
     seal = {"v": 1, "kind": "seal", "verdict": verdict_id, "local": "0" * 64, "signer": None, "signature": None}
     ops = history_ops(evil, rev(evil, ref))
     last_clock = max(op["clock"] for commit in ops for op in commit)
-    record = {"op": "artifacts", "v": 1, "id": new_id(), "clock": last_clock + 1, "at": START * 2,
+    record = {"op": "artifacts", "v": 1, "id": new_id(), "clock": last_clock + 1, "at": START + 60,
               "actor": ops[0][0]["actor"], "task": "fix", "artifacts": [patch_id, verdict_id]}
     old = tree_files(evil, rev(evil, ref))
     extra = {path: oid for path, oid in old.items() if path.startswith(("artifacts.", "blobs."))}
@@ -545,3 +546,45 @@ def test_a_steer_pulled_from_elsewhere_never_reaches_an_agent_here(victim: Path,
     (refused,) = cli(victim, "--json", "status", job).json()["refused"]
     assert refused["kind"] == "steered" and refused["task"] == "ask" and "never reaches an agent" in refused["why"]
     assert "refused: steered" in cli(victim, "status", job).out
+
+
+YEAR_2514 = 17_167_000_000.0
+
+
+@pytest.mark.parametrize("op", ["claimed", "renewed"])
+def test_a_lease_held_for_centuries_is_refused(victim: Path, evil: Path, op: str) -> None:
+    job = submit(victim, 'id = "a"\ncommand = "true"')
+    ok(cli(victim, "push"))
+    ok(pull(evil))
+    now = time.time()
+    fields = {"task": "a", "token": 1, "lease_expires": YEAR_2514}
+    if op == "claimed":
+        fields["owner"] = "w-evil"
+    else:  # a renewal of a claim it makes first, well formed
+        _with_op(evil, job, {"op": "claimed", "task": "a", "token": 1, "owner": "w-evil", "lease_expires": now + 30})
+    _with_op(evil, job, {"op": op, **fields})
+    before = local_state(victim)
+    refused = pull(victim)
+    assert refused.code == 1
+    assert "not within" in refused.json()["invalid"][job]
+    assert local_state(victim) == before
+    ok(cli(victim, "--json", "work", "--job", job, "-j", "1"))
+    assert cli(victim, "--json", "status", job).json()["status"] == "succeeded"
+
+
+def test_an_expiry_of_a_live_lease_before_its_deadline_is_refused(victim: Path, evil: Path, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    job = submit(victim, f'id = "a"\ncommand = "while [ ! -e {gate} ]; do sleep 0.05; done"')
+    worker = subprocess.Popen([sys.executable, "-m", "gitswarm", "--json", "work", "--job", job, "-j", "1", "--lease", "300"],
+                              cwd=victim, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: cli(victim, "--json", "status", job).json()["tasks"][0]["state"] == "running", 20, "the claim")
+        ok(cli(victim, "push"))
+        ok(pull(evil))
+        _with_op(evil, job, {"op": "expired", "task": "a", "token": 1})  # dated a second after the claim, minutes before its deadline
+        refused = pull(victim)
+        assert refused.code == 1 and "before its deadline" in refused.json()["invalid"][job]
+    finally:
+        gate.write_text("")
+        assert worker.wait(30) == 0
+    assert cli(victim, "--json", "status", job).json()["status"] == "succeeded"
