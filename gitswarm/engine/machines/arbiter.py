@@ -112,8 +112,8 @@ class Arbiter:
     def sync(self, jobs: Collection[str] | None = None) -> PullReport:
         """Fetch the jobs (all, or only `jobs`) and merge them into the local refs and index.
         WorkFailed when the remote cannot be reached."""
-        fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
-        report = PullReport(remote=self.remote)
+        rewound = fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
+        report = PullReport(remote=self.remote, invalid=dict(rewound))
         integrate_jobs(self.swarm, self.key, report, jobs)
         self.refused.update(report.invalid)
         named = sorted(set(jobs or ()) & set(report.invalid))

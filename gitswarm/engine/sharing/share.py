@@ -131,9 +131,11 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     leaves a pulled job that looks like this clone's own.
     """
     key = remote_key(swarm, remote)
-    fetch(swarm, remote, key)
     prefix = _shadow(key)
+    seen = swarm.repo.list_refs(prefix + "jobs/")
+    fetch(swarm, remote, key)
     report = PullReport(remote=remote)
+    report.invalid.update(keep_what_was_seen(swarm, prefix, seen))
     repo = swarm.repo
     integrate_jobs(swarm, key, report)
     announce_approvals(swarm, report.new)
@@ -147,6 +149,30 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     else:
         report.memory, report.invalid_memory = pull_memory(swarm, memory, intake)
     return report
+
+
+def keep_what_was_seen(swarm: Swarm, prefix: str, seen: dict[str, str]) -> dict[str, str]:
+    """Jobs whose history on the remote no longer holds what this clone last fetched of it (rewound by a
+    forced push): refused by name, and their shadow refs put back to what was seen, so that nothing of the
+    rewound history is replayed here, now or at the next pull. {job: why}."""
+    repo, refused = swarm.repo, {}
+    for ref, before in seen.items():
+        now = repo.read_ref(ref)
+        if now is None or now == before:
+            continue  # gone from the remote (its ref deleted), or unchanged
+        try:
+            moved_on = repo.is_ancestor(before, now)
+        except CorruptRecord:
+            moved_on = False
+        if moved_on:
+            continue
+        job = ref[len(prefix + "jobs/"):]
+        repo.cas_ref(ref, before, now, "gitswarm: keep what was seen of a rewound remote")
+        refused[job] = (
+            f"the remote's history was rewound: it no longer holds {before[:12]}, which this clone saw; refused "
+            "(set receive.denyNonFastForwards on the shared remote)"
+        )
+    return refused
 
 
 def announce_approvals(swarm: Swarm, jobs: list[str]) -> None:
@@ -171,11 +197,12 @@ def pull_limits(swarm: Swarm) -> PullLimits:
     return PullLimits(max_record=caps.max_record, max_pull=caps.max_pull)
 
 
-def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None) -> None:
+def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None) -> dict[str, str]:
     """Fetch the job refs (all, or only `jobs`) of `remote`, and their tasks' pushed heads, into its shadow
-    namespace; WorkFailed if it fails.
+    namespace; WorkFailed if it fails. The jobs whose remote history was rewound, refused: {job: why}.
     Fetching every job prunes the shadow of jobs the remote no longer has; fetching some leaves the others."""
     prefix = _shadow(key)
+    seen = {ref: tip for ref, tip in swarm.repo.list_refs(prefix + "jobs/").items() if jobs is None or ref.rsplit("/", 1)[-1] in jobs}
     names = ["*"] if jobs is None else list(jobs)
     specs = [f"+{layout.JOBS_PREFIX}{name}:{prefix}jobs/{name}" for name in names]
     # With them, the heads their implement tasks pushed (a follow-up starts from one; verify needs it).
@@ -185,6 +212,7 @@ def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None =
         transport(swarm).fetch(remote, specs)
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
+    return keep_what_was_seen(swarm, prefix, seen)
 
 
 def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[str] | None = None) -> None:
@@ -196,7 +224,7 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
     plans = []
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]
-        if jobs is not None and job_id not in jobs:
+        if (jobs is not None and job_id not in jobs) or job_id in report.invalid:  # refused already (rewound)
             continue
         why = not_a_commit(swarm, theirs)
         if why is not None:  # named and left aside: the good jobs beside it are pulled and run

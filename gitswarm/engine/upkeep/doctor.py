@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput
-from gitswarm.store.gitcli import git_version
+from gitswarm.store.gitcli import git, git_version
 from gitswarm.store.index import INDEX_FORMAT
 from gitswarm.store.job_merge import check_tip
 
@@ -41,4 +43,30 @@ def diagnose(swarm: Swarm) -> dict:
     stale = [f"{row.job}/{row.task}" for row in swarm.index.leases() if row.expires < now]
     detail = f"{len(stale)} expired (run gitswarm recover): {', '.join(stale[:5])}" if stale else "none expired"
     checks.append(_check("leases", True, detail))
+    checks += _remote_checks(swarm)
     return {"ok": all(c["ok"] for c in checks), "checks": checks}
+
+
+def _remote_checks(swarm: Swarm) -> list[dict]:
+    """For each remote this machine can read the configuration of (a path on disk): whether it refuses
+    forced pushes, without which anyone with push access can rewind shared history (docs/sharing.md).
+    A warning in the detail, never a failure: the remote is not this clone's to configure."""
+    here = swarm.repo.workdir or swarm.repo.common_dir
+    found = []
+    names = git(["remote"], here, check=False).decode().split()
+    for name in names:
+        url = git(["config", "--get", f"remote.{name}.url"], here, check=False).decode().strip()
+        if not url or ("://" in url and not url.startswith("file://")) or ":" in url.split("/", 1)[0]:
+            continue  # a network remote (or scp-like host:path): its configuration is not readable from here
+        path = Path(url.removeprefix("file://")).expanduser()
+        path = path if path.is_absolute() else here / path
+        if not path.is_dir():
+            continue
+        deny = git(["config", "--bool", "--get", "receive.denyNonFastForwards"], path, check=False).decode().strip()
+        detail = (
+            f"{url}: refuses forced pushes" if deny == "true" else
+            f"{url}: accepts forced pushes, so shared history can be rewound; "
+            f"run: git -C {path} config receive.denyNonFastForwards true"
+        )
+        found.append(_check(f"remote {name}", True, detail))
+    return found

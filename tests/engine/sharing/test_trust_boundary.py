@@ -588,3 +588,23 @@ def test_an_expiry_of_a_live_lease_before_its_deadline_is_refused(victim: Path, 
         gate.write_text("")
         assert worker.wait(30) == 0
     assert cli(victim, "--json", "status", job).json()["status"] == "succeeded"
+
+
+def test_a_rewound_remote_is_refused_and_nothing_of_it_replays(victim: Path, evil: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "runs"
+    job = submit(victim, f'id = "a"\ncommand = "echo run >> {marker}"')
+    ok(cli(victim, "--json", "work", "--job", job, "-j", "1"))
+    ok(cli(victim, "push"))
+    ok(pull(victim))  # the victim has now seen the remote's history of the job
+    ok(pull(evil))
+    ref = f"refs/swarm/jobs/{job}"
+    first = run_git(evil, "rev-list", "--max-parents=0", ref).strip()
+    run_git(evil, "update-ref", ref, first)
+    push(evil, ref)  # --force: the job's history there is back to its creation, the task queued again
+    for _ in range(2):  # refused now, and again at the next pull: what was seen is kept
+        refused = pull(victim)
+        assert refused.code == 1
+        assert "rewound" in refused.json()["invalid"][job]
+    assert rev(victim, f"refs/gitswarm/shadow/origin/jobs/{job}") != first
+    ok(cli(victim, "--json", "work", "--until-idle", "-j", "1"))
+    assert marker.read_text() == "run\n"  # ran once
