@@ -220,6 +220,22 @@ def _unknown_field(name: str, path: str, source: str) -> str:
     return f"{': '.join(where)}: unknown field `{name}`{hint}"
 
 
+MAX_SPEC_DEPTH = 16  # a spec's deepest honest value (tasks, a task, its env, a value) is 4 deep
+
+
+def _refuse_deep(data: object, source: str) -> None:
+    """SpecError for a value nested deeper than MAX_SPEC_DEPTH, found without recursing."""
+    pending: list[tuple[object, int]] = [(data, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_SPEC_DEPTH:
+            raise SpecError(f"{source}: nested more than {MAX_SPEC_DEPTH} deep")
+        if isinstance(value, dict):
+            pending.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            pending.extend((v, depth + 1) for v in value)
+
+
 def parse_spec(text: str, adapters: Collection[str] | AdapterFacts, source: str = "spec", approve: bool = False) -> JobSpec:
     """Parse and validate a TOML job spec against the adapters known here.
 
@@ -230,6 +246,9 @@ def parse_spec(text: str, adapters: Collection[str] | AdapterFacts, source: str 
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise SpecError(f"{source}: nested more than {MAX_SPEC_DEPTH} deep") from None
+    _refuse_deep(data, source)
     _refuse_nul(data, "")
     try:
         raw = msgspec.convert(data, _RawSpec)

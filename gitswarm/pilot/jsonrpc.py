@@ -81,6 +81,9 @@ class Peer:
             except msgspec.DecodeError as exc:
                 self.fail(None, PARSE_ERROR, f"not JSON: {exc}")
                 continue
+            except RecursionError:  # msgspec decodes nested arrays and objects recursively
+                self.fail(None, PARSE_ERROR, "not JSON this server reads: nested too deep")
+                continue
             incoming = self._incoming(message)
             if incoming is not None:
                 yield incoming

@@ -322,3 +322,8 @@ def test_duration_past_seven_days(value: float | str) -> None:
     with pytest.raises(SpecError, match="at most 7 days"):
         parse_duration(value, "timeout")
     assert parse_duration("168h", "timeout") == 604800.0
+
+
+@pytest.mark.parametrize("nested", ["x = " + "[" * 2000 + "]" * 2000, "[[tasks]]\nid = \"a\"\ncommand = \"true\"\nenv = " + "{a = " * 500 + "1" + "}" * 500])
+def test_a_spec_nested_deep_is_one_line_of_bad_input(nested: str) -> None:
+    assert refusal(f'goal = "g"\n{nested}') == "spec: nested more than 16 deep"

@@ -98,6 +98,12 @@ def test_malformed_messages_get_json_rpc_errors_and_the_session_goes_on(client: 
     assert unknown["code"] == -32002 and "0123abcd" in unknown["message"]
     assert client.request("resources/read", {"uri": "file:///etc/passwd"})["error"]["code"] == -32002
     assert client.call("status", {})["isError"] is False  # still serving
+    client.write(b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list", "x": ' + b"[" * 1000 + b"]" * 1000 + b"}\n")
+    assert client.read()["error"]["code"] == -32700  # nested too deep to read: a parse error, not the end
+    deep = 'goal = "g"\n[[tasks]]\nid = "a"\ncommand = "true"\nenv = ' + "{a = " * 500 + "1" + "}" * 500
+    refused = client.call("submit_job", {"spec": deep})
+    assert refused["isError"] is True and "nested more than" in refused["content"][0]["text"]
+    assert client.call("status", {})["isError"] is False  # still serving
     assert swarm_refs(project) == before
 
 
