@@ -24,7 +24,7 @@ from gitswarm.model.ids import check_task_id
 from gitswarm.model.limits import DAY, MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
 from gitswarm.model.records import Budget, Defaults, TaskSpec
 
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?", re.ASCII)
 _PATH = re.compile(r"^(.*?) - at `\$\.?(.*)`$")
 
 

@@ -327,3 +327,7 @@ def test_duration_past_seven_days(value: float | str) -> None:
 @pytest.mark.parametrize("nested", ["x = " + "[" * 2000 + "]" * 2000, "[[tasks]]\nid = \"a\"\ncommand = \"true\"\nenv = " + "{a = " * 500 + "1" + "}" * 500])
 def test_a_spec_nested_deep_is_one_line_of_bad_input(nested: str) -> None:
     assert refusal(f'goal = "g"\n{nested}') == "spec: nested more than 16 deep"
+
+
+def test_a_duration_in_another_scripts_digits_is_refused() -> None:
+    assert "timeout" in refusal('goal = "g"\n[[tasks]]\nid = "a"\ncommand = "true"\ntimeout = "\u0663m"')

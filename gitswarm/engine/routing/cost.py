@@ -24,7 +24,7 @@ from gitswarm.model.errors import BadInput
 from gitswarm.store.index.queries import RunRow
 
 NO_MODEL = "shell"  # the adapter that runs commands, not models
-_AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$", re.ASCII)  # ASCII digits: "٣d" is no age
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -79,6 +79,8 @@ class Spending:
 
 def parse_since(text: str, now: float) -> float:
     """`--since`: an age (`30m`, `12h`, `7d`, `2w`) or a date (`2026-11-30`, ISO 8601, UTC unless it says)."""
+    if not text.isascii():  # int() reads other scripts' digits too; neither form has them
+        raise BadInput(f"--since: {text!r} is neither an age (30m, 12h, 7d, 2w) nor a date (2026-11-30)")
     ago = _AGO.match(text.strip())
     if ago:
         return now - float(ago.group(1)) * _UNIT[ago.group(2)]

@@ -75,7 +75,7 @@ def test_the_text_names_unknown_costs_apart(repo: Path, jobs: tuple[str, str]) -
     assert f"total: 4 runs, 4,180 tokens, ${0.5 + CODEX + 0.25:.4f}" in out
 
 
-@pytest.mark.parametrize("since", ["yesterday", "7x", "-1d"])
+@pytest.mark.parametrize("since", ["yesterday", "7x", "-1d", "\u0663d", "\u0662\u0660\u0662\u0666-11-30"])  # other scripts' digits too
 def test_a_bad_since_is_bad_input(repo: Path, since: str) -> None:
     result = cli(repo, "cost", "--since", since)
     assert result.code == 2 and "--since" in result.err and len(result.err.strip().splitlines()) == 1
