@@ -58,6 +58,12 @@ def build_home(spec: AgentSpec, scratch: Path, parent: Mapping[str, str], env: d
     now = time.time()
     home = scratch / "home"
     home.mkdir(mode=0o700)
+    # A temporary directory of the run's own, beside its home and state, not around them: Codex refuses
+    # to set up its sandbox helper under $TMPDIR, so a CODEX_HOME inside the system's temporary
+    # directory broke every edit (AGENT-CLIS.md, checked 2026-12-04). Removed with the scratch.
+    private_tmp = scratch / "tmp"
+    private_tmp.mkdir(mode=0o700)
+    env["TMPDIR"] = str(private_tmp)
     real = Path(parent["HOME"]) if parent.get("HOME") else None
     if real is not None and real.is_dir():
         for entry, link in [(e, True) for e in spec.home_files] + [(e, False) for e in spec.home_copy]:

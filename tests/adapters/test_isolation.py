@@ -188,7 +188,8 @@ def test_build_home_links_and_copies_what_the_spec_names(real_home: Path, scratc
     assert not (home / ".missing").exists() and not (home / ".absent.yml").exists()
     assert not (home / "unrelated-secret.txt").exists()
     assert sorted(p.name for p in home.iterdir()) == [".confdir", ".tool", ".toolrc"]
-    assert env == {}  # no state home
+    # no state home; a temporary directory of the run's own, beside its home (never around a CLI's state)
+    assert env == {"TMPDIR": str(scratch / "tmp")} and (scratch / "tmp").is_dir()
 
 
 def test_build_home_without_a_real_home(scratch: Path, tmp_path: Path) -> None:
