@@ -61,6 +61,7 @@ from gitswarm.adapters.registry import DEFAULT_PREFERENCE
 from gitswarm.engine.config_file import CONFIG_FILE, DEFAULT_VERIFIED, raw_config
 from gitswarm.model.errors import BadInput
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
+from gitswarm.model.spec import parse_duration
 from gitswarm.store.worktrees import default_root
 
 
@@ -158,13 +159,21 @@ def load_config(workdir: Path | None) -> Config:
         return Config()
     own = workdir / CONFIG_FILE
     where = own if own.is_file() else workdir / "pyproject.toml"
+    shown = where if own.is_file() else f"{where} [tool.gitswarm]"
     try:
-        return msgspec.convert(raw_config(workdir), Config)
+        config = msgspec.convert(raw_config(workdir), Config)
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{where}: {exc}") from None
     except msgspec.ValidationError as exc:
-        shown = where if own.is_file() else f"{where} [tool.gitswarm]"
         raise BadInput(f"{shown}: {str(exc).replace('Object contains unknown field', 'unknown key')}") from None
+    # The durations too, here: a command that reads the configuration refuses a bad one before it writes
+    # anything (a `run` once submitted its job, then stopped at the notifier's timeout).
+    for name, value in (("audit.timeout", config.audit.timeout), ("notify.timeout", config.notify.timeout)):
+        try:
+            parse_duration(value, name)
+        except BadInput as exc:
+            raise BadInput(f"{shown}: {exc}") from None
+    return config
 
 
 def worktree_root(workdir: Path | None, common_dir: Path) -> Path:

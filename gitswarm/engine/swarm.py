@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gitswarm.engine.config import load_config
 from gitswarm.engine.results import Changed
 from gitswarm.model import codec
 from gitswarm.model.artifacts import Check, Patch, Run, Summary, describe
@@ -183,6 +184,7 @@ class Swarm:
     # -- commands -------------------------------------------------------------------------
 
     def submit_text(self, text: str, source: str = "spec", approve: bool = False, allow_overlap: bool = False) -> str:
+        load_config(self.repo.workdir)  # all of the configuration checked before anything is written (BadInput)
         spec = parse_spec(text, self.adapter_facts(), source, approve=approve)
         coupled = [] if allow_overlap else coupled_tasks(spec.tasks)
         if coupled:

@@ -153,3 +153,13 @@ def test_a_pull_of_150_jobs_awaiting_approval_is_one_notification_and_the_next_w
     assert cli(victim, "--json", "work", "--until-idle", "-j", "1").code == 0
     time.sleep(0.5)
     assert len(list(out.glob("*.json"))) == 1  # announced once, by the pull
+
+
+def test_an_invalid_notify_timeout_is_refused_before_anything_is_written(repo: Path, tmp_path: Path) -> None:
+    commit_file(repo, ".gitswarm.toml", '[notify]\ncommand = "true"\ntimeout = "soon"\n', "notify")
+    spec = tmp_path / "job.toml"
+    spec.write_text(spec_text('id = "a"\ncommand = "true"'))
+    for command in ("submit", "run"):
+        result = cli(repo, command, str(spec))
+        assert result.code == 2 and "notify.timeout" in result.err and len(result.err.strip().splitlines()) == 1
+    assert git(repo, "for-each-ref", "refs/swarm") == ""
