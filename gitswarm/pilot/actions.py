@@ -11,6 +11,7 @@ and only a patch whose deciding verdict counts here and accepts it merges.
 
 from __future__ import annotations
 
+import os
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from gitswarm.engine.delegation import patches, similar
 from gitswarm.engine.delegation.merge import mergeable
 from gitswarm.engine.jobs import followup, steering
 from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified
+from gitswarm.engine.routing.adapter_checks import refuse_unusable
 from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput, WorkFailed
@@ -54,6 +56,8 @@ def submit_job(
         raise BadInput("submit_job: give either spec (TOML text) or tasks")
     text = _text(spec, "spec") if spec is not None else spec_from_tasks(goal or "", tasks or [])
     with closing(Swarm(repo)) as swarm:
+        if start:  # its worker starts here: an adapter that cannot run here is said now, not left queued
+            refuse_unusable(swarm, [t.adapter for t in parse_spec(text, swarm.adapter_facts(), "mcp", approve).tasks], os.environ)
         job_id = swarm.submit_text(text, "mcp", approve=approve, allow_overlap=allow_overlap)
         data: dict[str, Any] = {"id": job_id, "notices": list(swarm.notices)}
         if start:
@@ -110,6 +114,7 @@ def delegate(
     with closing(Swarm(repo)) as swarm:
         if confirm is not None:
             proposal = proposals.take(swarm.common_dir, confirm, swarm.clock())
+            refuse_unusable(swarm, [t.adapter for t in parse_spec(proposal.spec, swarm.adapter_facts(), "delegate").tasks], os.environ)
             job_id = swarm.submit_text(proposal.spec, "delegate")
             return {
                 "stage": "started", "job": job_id, "task": "delegate", "notices": list(swarm.notices),

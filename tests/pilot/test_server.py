@@ -300,3 +300,19 @@ def test_no_result_carries_the_environment(pilot: Session, project: Path) -> Non
     )]
     assert Path(started["worker"]["log"]).is_file()
     assert not any("s3cr3t-value" in text for text in texts)
+
+
+def test_a_job_for_an_adapter_that_cannot_run_here_is_refused_at_submission(project: Path, pilot: Session) -> None:
+    git(project, "config", "user.name", "t")
+    (project / ".gitswarm" / "adapters" / "ghost.toml").write_text('executable = "/nonexistent/agent"\n')
+    git(project, "add", ".gitswarm/adapters/ghost.toml")
+    git(project, "commit", "-qm", "an agent that is not installed")
+    before = swarm_refs(project)
+    spec = 'goal = "g"\n[[tasks]]\nid = "t"\nadapter = "ghost"\nprompt = "hi"\n'
+    refused = pilot.call("submit_job", {"spec": spec})
+    assert refused.is_error and "adapter ghost cannot run here" in refused.text and "not found" in refused.text
+    proposed = pilot.call("delegate", {"instruction": "say hi", "adapter": "ghost"})
+    assert not proposed.is_error
+    started = pilot.call("delegate", {"confirm": proposed.data["token"]})
+    assert started.is_error and "adapter ghost cannot run here" in started.text
+    assert swarm_refs(project) == before

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 
 from gitswarm.adapters.agentspec import AgentSpec, Arg
 from gitswarm.adapters.preflight import PreflightCache, check
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import BadInput
 
 PREFLIGHT_FILE = "preflight.json"
 
@@ -86,3 +87,13 @@ def _placeholders(args: list[Arg] | None) -> set[str]:
         for word in [arg] if isinstance(arg, str) else arg:
             names.update(field for _, field, _, _ in string.Formatter().parse(word) if field)  # a loaded spec parses
     return names
+
+
+def refuse_unusable(swarm: Swarm, adapters: Iterable[str], parent_env: Mapping[str, str]) -> None:
+    """BadInput naming the first of `adapters` whose preflight fails here (its executable missing, say):
+    for a job about to be started here, whose worker would otherwise leave it queued with no word why."""
+    cache = preflight_cache(swarm, parent_env)
+    for name in sorted(set(adapters) - {"shell"}):
+        result = cache.get(name)
+        if not result.ok:
+            raise BadInput(f"adapter {name} cannot run here: {result.reason or 'preflight failed'}; nothing was submitted")
