@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
@@ -24,6 +25,10 @@ class ShellAdapter:
             raise BadInput(f"task {task.id}: the shell adapter needs a command")
         argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
         cwd = ctx.workdir / task.cwd if task.cwd else ctx.workdir
+        # The spec's check of `cwd` is lexical (no `..`); a committed symlink can still lead out: resolved here.
+        root = os.path.join(os.path.realpath(ctx.workdir), "")
+        if task.cwd and not os.path.join(os.path.realpath(cwd), "").startswith(root):
+            raise BadInput(f"task {task.id}: cwd {task.cwd!r} leads outside the repository (through a symlink); nothing ran")
         env = {**ctx.base_env, **task.env}
         return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
 

@@ -13,6 +13,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import BlobRef, Check
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
+from tests.conftest import cli, git, spec_text
 
 JOB = "01jobjobjobjobjobjobjobjob"
 
@@ -147,3 +148,24 @@ def test_tail_keeps_the_last_lines_and_decodes_leniently() -> None:
     data = b"".join(f"line {n}\n".encode() for n in range(30)) + b"\xff end\n"
     assert tail(data, 3) == "line 28\nline 29\n\ufffd end"
     assert tail(b"") == ""
+
+
+def test_a_cwd_through_a_committed_symlink_that_leads_out_runs_nothing(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "olink").symlink_to(outside)
+    git(repo, "add", "olink")
+    git(repo, "commit", "-qm", "a link out")
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text('id = "a"\ncommand = "touch marker"\ncwd = "olink"'))
+    result = cli(repo, "--json", "run", str(spec), "-j", "1")
+    assert result.code == 1
+    (task,) = result.json()["tasks"]
+    assert task["state"] == "failed" and "leads outside the repository" in task["error"]
+    assert not (outside / "marker").exists()
+    inside = tmp_path / "spec2.toml"  # a symlink that stays inside is fine
+    (repo / "real").mkdir()
+    (repo / "ilink").symlink_to(repo / "real")
+    inside.write_text(spec_text('id = "a"\ncommand = "touch marker"\ncwd = "ilink"'))
+    assert cli(repo, "--json", "run", str(inside), "-j", "1").code == 0
+    assert (repo / "real" / "marker").exists()
