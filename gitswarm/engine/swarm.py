@@ -21,6 +21,7 @@ from gitswarm.model.coupling import coupled_tasks, refusal
 from gitswarm.model.errors import BadInput, NotFound, SpecError
 from gitswarm.model.ids import check_prefix, new_id, resolve_prefix, split_task_ref
 from gitswarm.model.ops import subject
+from gitswarm.model.paths import quote_path
 from gitswarm.model.records import FINISHED, runs_in_users_tree
 from gitswarm.model.spec import AdapterFacts, parse_spec
 from gitswarm.store import layout, reffiles
@@ -194,7 +195,9 @@ class Swarm:
         base, base_ref = self.pin_base(spec.base, any(not runs_in_users_tree(t.mode, t.adapter) for t in spec.tasks))
         if base is not None and any(t.mode == "implement" for t in spec.tasks):
             check_includes(self.repo.workdir, base)
-        return self.ledger.submit(spec, self.clock(), source=Path(source).name, base=base, base_ref=base_ref)
+        # The file's name is recorded as `source`: text, in git's quoted form when it is not UTF-8 (model/paths.py).
+        name = quote_path(os.fsencode(Path(source).name))
+        return self.ledger.submit(spec, self.clock(), source=name, base=base, base_ref=base_ref)
 
     def pin_base(self, rev: str | None, needed: bool) -> tuple[str | None, str | None]:
         """The commit (and branch) implement tasks will branch from and agents' analyze tasks will read:

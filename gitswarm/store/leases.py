@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from gitswarm.model import codec
 from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, NotFound, RefConflict
@@ -190,6 +191,7 @@ class Ledger:
             budget=spec.budget,
         )
         op = self.refs.next_op(JobCreated, None, now, job=job, tasks=spec.tasks)
+        codec.encode(op)  # a record that cannot be stored fails here, before anything is marked or written
         # Marked as this clone's own before its ref exists: a crash between the two leaves
         # a mark for nothing, never a job that looks pulled (and could not run here).
         Trust(self.refs.repo.common_dir).made_here(job.id)
