@@ -22,7 +22,7 @@ from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import CorruptRecord
 from gitswarm.model.ids import ARTIFACT_ID
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
-from gitswarm.model.ops import JobCreated, LeaseExpired, Op
+from gitswarm.model.ops import JobCreated, LeaseExpired, Op, TaskClaimed
 from gitswarm.model.validate import check_artifact, check_op
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
@@ -85,18 +85,25 @@ class Intake:
                 elif task_ids is None:
                     raise CorruptRecord(f"{where}: history does not start with this job's job_created")
                 check_op(op, job_id, task_ids, f"{at}:{op.id}")
-                self._check_against_here(op, local, f"{at}:{op.id}")
+        # The pulled history's own claims: an expiry of one of those is of a lease this clone never saw
+        # (another clone's claim may carry the same token as this clone's own).
+        brought = [(f"{where}@{c.oid[:12]}", op) for c in commits for _, op in self.parsed[c.oid]]
+        claimed_there = {(op.task, op.token) for _, op in brought if isinstance(op, TaskClaimed)}
+        for at, op in brought:
+            self._check_against_here(op, local, claimed_there, f"{at}:{op.id}")
         if task_ids is None or job_blob is None:
             raise CorruptRecord(f"{where}: history does not start with this job's job_created")
         self._check_tree(job_id, theirs, local, task_ids, job_blob)
         return commits
 
-    def _check_against_here(self, op: Op, local: Snapshot | None, where: str) -> None:
+    def _check_against_here(self, op: Op, local: Snapshot | None, claimed_there: set[tuple[str, int]], where: str) -> None:
         """What this clone can know of a pulled lease op: it is not dated in the future, and an expiry of a
         lease this clone saw comes after that lease's deadline (a forged expiry frees a live lease)."""
         if self.now is not None and op.at > self.now + FUTURE_SLACK:
             raise CorruptRecord(f"{where}: dated {op.at - self.now:.0f} s in the future")
         if not isinstance(op, LeaseExpired) or local is None or op.task not in local.task_ids():
+            return
+        if (op.task, op.token) in claimed_there:  # a claim the pulled history made itself
             return
         seen = local.task(op.task)
         if seen.claims == op.token and seen.lease_expires is not None and op.at + EXPIRY_SLACK < seen.lease_expires:
