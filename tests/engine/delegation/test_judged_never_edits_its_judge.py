@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -174,9 +175,10 @@ def src_layout(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     commit_file(repo, "src/calcpkg/__init__.py", SRC_CALC, "package")
     commit_file(repo, "tests/test_calc.py", SRC_TEST, "its test")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next(venv.glob("lib/python*/site-packages"))
     (site / "__editable__.calcpkg.pth").write_text(f"{repo / 'src'}\n")
+    (site / "tools.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # pytest, from the environment running this
     monkeypatch.setenv("PATH", os.pathsep.join([str(venv / "bin"), os.environ["PATH"]]))
     monkeypatch.setenv("VIRTUAL_ENV", str(venv))
     return repo
