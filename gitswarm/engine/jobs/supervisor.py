@@ -157,6 +157,10 @@ def worker_main(
             stopped_by.value = str(exc).encode()[: len(stopped_by) - 1]
         raise SystemExit(EXIT_DISK_FULL) from None
     finally:
+        # Stopping already: a second SIGTERM (the supervisor's, after the group's) must not turn the way out into
+        # a traceback. The supervisor still SIGKILLs a worker that does not exit in time.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if worker.pipeline is not None:  # a finished result still waiting for its push: one more try
             with contextlib.suppress(GitswarmError, sqlite3.DatabaseError, KeyboardInterrupt):
                 worker.pipeline.flush(patient=False)
