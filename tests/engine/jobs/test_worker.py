@@ -146,7 +146,9 @@ def test_cancel_of_a_running_task_stops_it_and_nothing_is_written(swarm: Swarm, 
     thread.join(5)
     stopped_after = time.monotonic() - cancelled_at
     assert not thread.is_alive()
-    assert stopped_after < 1.5, f"worker took {stopped_after:.2f}s to stop a cancelled task"
+    # Seen within a tick (0.25 s) on a quiet machine; the bound leaves room for CI's two loaded cores (2.2 s seen
+    # there), and is still far from the task's 30 s.
+    assert stopped_after < 4, f"worker took {stopped_after:.2f}s to stop a cancelled task"
     assert wait_gone([groups[0]], 1.0) == []
     assert groups[-1] == 0  # told the adapter is gone
     step = box["step"]
