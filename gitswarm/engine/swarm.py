@@ -237,31 +237,31 @@ class Swarm:
         assert found is not None
         waiting = self.awaiting_approval([job_id] if found["status"] not in FINISHED else [])
         view = {**found, "awaiting_approval": waiting.get(job_id), "tasks": self.index.tasks(job_id)}
-        reviews = self.reviews(job_id)
+        # The job's records are read only for a job with patches (their verdicts) or agent tasks (steers):
+        # a job of shell tasks is read from the index alone.
+        patches = [a for a, _, kind in self.index.artifacts(job_id) if kind == "patch"]
+        agents = any(t["adapter"] != "shell" for t in view["tasks"])
+        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id)) if patches or agents else None
+        reviews = self._reviews(snapshot, patches) if snapshot is not None else {}
         if reviews:
             view["reviews"] = reviews
-        unverified = self.unverified_tasks(job_id, reviews)
+        unverified = self._unverified_tasks(snapshot, reviews) if snapshot is not None and reviews else set()
         for task in view["tasks"]:
             task["unverified"] = task["id"] in unverified
-        # Only an agent task can be steered: a job of shell tasks is read from the index alone.
-        refused = self.refused_steers(job_id) if any(t["adapter"] != "shell" for t in view["tasks"]) else []
+        refused = self._refused_steers(snapshot) if snapshot is not None and agents else []
         if refused:
             view["refused"] = refused
         return view
 
-    def refused_steers(self, job_id: str) -> list[dict]:
+    def _refused_steers(self, snapshot: Snapshot) -> list[dict]:
         """The steers waiting in the job that this clone did not make: data, never delivered to an agent here."""
-        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
         mine = self.ledger.trust.ops_made_here()
         waiting = [(None, g) for g in snapshot.state.steering] + [(t.spec.id, g) for t in snapshot.tasks() for g in t.steering]
         why = "a steer made elsewhere: its text never reaches an agent here"
         return [{"op": g.op, "kind": "steered", "task": task, "why": why} for task, g in waiting if g.op not in mine]
 
-    def unverified_tasks(self, job_id: str, reviews: dict[str, list[dict]]) -> set[str]:
+    def _unverified_tasks(self, snapshot: Snapshot, reviews: dict[str, list[dict]]) -> set[str]:
         """Tasks that succeeded with a patch gitswarm never judged (no checks, no auditor): done, not verified."""
-        if not reviews:
-            return set()
-        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
         found = set()
         for task in snapshot.tasks():
             if task.state != "succeeded":
@@ -282,16 +282,13 @@ class Swarm:
         trust = self.trust
         return {job: trust.why_not(job) or "" for job in sorted(trust.untrusted(jobs))}
 
-    def reviews(self, job_id: str) -> dict[str, list[dict]]:
+    def _reviews(self, snapshot: Snapshot, patches: list[str]) -> dict[str, list[dict]]:
         """Every verdict (gitswarm's, an auditor's, a person's) noted on the head of each of the job's patches."""
-        patches = [a for a, _, kind in self.index.artifacts(job_id) if kind == "patch"]
-        if not patches:
-            return {}
-        snapshot = self.refs.snapshot(job_id, self.index.job_tip(job_id))
+        notes = self.verdict_notes()
         found: dict[str, list[dict]] = {}
         for patch_id in patches:
             head = snapshot.artifact(patch_id, Patch).head
-            found[head] = [verdict_view(w) for w in self.verdict_notes().weigh(head)]
+            found[head] = [verdict_view(w) for w in notes.weigh(head)]
         return found
 
     def verdict_notes(self) -> VerdictNotes:

@@ -115,14 +115,13 @@ def is_test_file(path: str) -> bool:
 def runners(commands: Sequence[str]) -> frozenset[str]:
     """The programs the check commands start (their first real words; `python -m X` gives X too)."""
     found: set[str] = set()
-    for words in _words(commands):
-        for segment in _segments(words):
-            program = program_of(segment)
-            if not program:
-                continue
-            found.add(program[0].rsplit("/", 1)[-1])
-            if len(program) > 2 and program[1] == "-m":
-                found.add(program[2].split(".")[0])
+    for segment in command_segments(commands):
+        program = program_of(segment)
+        if not program:
+            continue
+        found.add(program[0].rsplit("/", 1)[-1])
+        if len(program) > 2 and program[1] == "-m":
+            found.add(program[2].split(".")[0])
     return frozenset(found)
 
 
@@ -142,10 +141,15 @@ def named_paths(commands: Sequence[str], exists: Callable[[str], bool]) -> froze
     tree: each is protected. A file a check only reads (`grep x README.md`) is what the patch may well
     have to change, and is not."""
     found: set[str] = set()
-    for words in _words(commands):
-        for segment in _segments(words):
-            found |= _run_by(segment, exists)
+    for segment in command_segments(commands):
+        found |= _run_by(segment, exists)
     return frozenset(found)
+
+
+def command_segments(commands: Sequence[str]) -> Iterable[list[str]]:
+    """Each simple command of the check commands, as its words (split at `&&`, `||`, `;`, `|`, `&`)."""
+    for words in _words(commands):
+        yield from _segments(words)
 
 
 def _segments(words: list[str]) -> Iterable[list[str]]:
@@ -233,9 +237,12 @@ def _add(found: set[str], word: str, exists: Callable[[str], bool]) -> None:
 
 
 def _words(commands: Sequence[str]) -> Iterable[list[str]]:
+    """Each command as the shell splits it, `;`, `&&`, `|` and the like as words of their own even unspaced."""
     for command in commands:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
         try:
-            yield shlex.split(command)
+            yield list(lexer)
         except ValueError:
             yield command.split()
 

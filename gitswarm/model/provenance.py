@@ -77,3 +77,9 @@ def accepted_by_gitswarm(weighed: list[Weighed], patch: str | None = None) -> bo
         w.counted and w.verdict.accepted and w.verdict.producer == "gitswarm" and (patch is None or w.verdict.patch == patch)
         for w in weighed
     )
+
+
+def latest_by_gitswarm(weighed: list[Weighed], patch: str) -> Verdict | None:
+    """gitswarm's latest counted verdict on `patch` (whatever it said), or None."""
+    own = [w.verdict for w in weighed if w.counted and w.verdict.producer == "gitswarm" and w.verdict.patch == patch]
+    return max(own, key=lambda v: v.created) if own else None

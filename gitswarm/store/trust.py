@@ -54,14 +54,38 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
+class _IdLines:
+    """An append-only file of one id a line (local-jobs, local-ops), read again only when it changed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._cache: tuple[object, frozenset[str]] | None = None
+
+    def append(self, line: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, f"{line}\n".encode())  # one short O_APPEND write: never interleaved
+        finally:
+            os.close(fd)
+
+    def read(self) -> frozenset[str]:
+        stamp = _stamp(self.path)
+        if self._cache is None or self._cache[0] != stamp:
+            try:
+                self._cache = (stamp, frozenset(self.path.read_text().split()))
+            except FileNotFoundError:
+                self._cache = (stamp, frozenset())
+        return self._cache[1]
+
+
 class Trust:
     def __init__(self, common_dir: Path) -> None:
         self.path = common_dir / "gitswarm" / TRUST_FILE
         self.local_path = common_dir / "gitswarm" / LOCAL_JOBS_FILE
-        self._cache: tuple[object, TrustFile, frozenset[str]] | None = None
-        self._local: tuple[object, frozenset[str]] | None = None
-        self.ops_path = common_dir / "gitswarm" / LOCAL_OPS_FILE
-        self._ops: tuple[object, frozenset[str]] | None = None
+        self._jobs = _IdLines(self.local_path)
+        self._ops = _IdLines(common_dir / "gitswarm" / LOCAL_OPS_FILE)
+        self._cache: tuple[object, TrustFile] | None = None
 
     def load(self) -> TrustFile:
         for tries_left in range(TORN_READ_TRIES - 1, -1, -1):
@@ -76,10 +100,8 @@ class Trust:
         raise AssertionError("unreachable")
 
     def local_jobs(self) -> frozenset[str]:
-        try:
-            return frozenset(self.local_path.read_text().split())
-        except FileNotFoundError:
-            return frozenset()
+        """The jobs this clone made (local-jobs)."""
+        return self._jobs.read()
 
     def _save(self, data: TrustFile) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,31 +114,15 @@ class Trust:
 
     def made_here(self, job: str) -> None:
         """Record that this clone made `job`; called before its ref is created."""
-        self.local_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.local_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, f"{job}\n".encode())  # one short O_APPEND write: never interleaved
-        finally:
-            os.close(fd)
+        self._jobs.append(job)
 
     def made_op(self, op_id: str) -> None:
         """Record that this clone made the operation `op_id`; called before it is written."""
-        self.ops_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.ops_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, f"{op_id}\n".encode())
-        finally:
-            os.close(fd)
+        self._ops.append(op_id)
 
     def ops_made_here(self) -> frozenset[str]:
-        """local-ops, read again only when it changed."""
-        stamp = _stamp(self.ops_path)
-        if self._ops is None or self._ops[0] != stamp:
-            try:
-                self._ops = (stamp, frozenset(self.ops_path.read_text().split()))
-            except FileNotFoundError:
-                self._ops = (stamp, frozenset())
-        return self._ops[1]
+        """The operations this clone made that carry a person's instructions (local-ops)."""
+        return self._ops.read()
 
     def adopted(self, jobs: dict[str, str]) -> None:
         """Record where newly pulled jobs came from (a job keeps its first origin)."""
@@ -135,26 +141,19 @@ class Trust:
         """Changes whenever either file does."""
         return (_stamp(self.path), _stamp(self.local_path))
 
-    def _state(self) -> tuple[TrustFile, frozenset[str]]:
-        """Both files, read again only when one of them changed."""
-        stamp = self.stamp()
+    def _trusted(self) -> TrustFile:
+        """trust.json, read again only when it changed."""
+        stamp = _stamp(self.path)
         if self._cache is None or self._cache[0] != stamp:
-            self._cache = (stamp, self.load(), self.local_jobs())
-        return self._cache[1], self._cache[2]
-
-    def _made_here(self) -> frozenset[str]:
-        """local-jobs, read again only when it changed."""
-        stamp = _stamp(self.local_path)
-        if self._local is None or self._local[0] != stamp:
-            self._local = (stamp, self.local_jobs())
-        return self._local[1]
+            self._cache = (stamp, self.load())
+        return self._cache[1]
 
     def why_not(self, job: str, trusted_remotes: frozenset[str] = frozenset()) -> str | None:
         """Why `job` may not run here, or None when it may."""
-        if job in self._made_here():  # a job made here needs nothing from trust.json
+        if job in self.local_jobs():  # a job made here needs nothing from trust.json
             return None
-        data, local = self._state()
-        if job in local or job in data.approved:
+        data = self._trusted()
+        if job in data.approved:
             return None
         origin = data.origins.get(job)
         if origin is None:
@@ -165,11 +164,9 @@ class Trust:
 
     def untrusted(self, jobs: Iterable[str], trusted_remotes: frozenset[str] = frozenset()) -> frozenset[str]:
         """Those of `jobs` that may not run here."""
-        jobs = frozenset(jobs) - self._made_here()
+        jobs = frozenset(jobs) - self.local_jobs()
         if not jobs:  # all made here: trust.json is not read
             return frozenset()
-        data, local = self._state()
-        allowed = local | frozenset(data.approved)
-        return frozenset(
-            job for job in jobs if job not in allowed and data.origins.get(job, "\0") not in trusted_remotes
-        )
+        data = self._trusted()
+        approved = frozenset(data.approved)
+        return frozenset(job for job in jobs if job not in approved and data.origins.get(job, "\0") not in trusted_remotes)

@@ -22,8 +22,7 @@ import msgspec
 from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext, Runner, execute
 from gitswarm.adapters.shell import tail
 from gitswarm.engine.delegation.integrity import Watch, describe, snapshot, violations
-from gitswarm.engine.delegation.judges import judge_changes, protection
-from gitswarm.engine.delegation.verify import rules_of, verify
+from gitswarm.engine.delegation.verify import changed_judges, rules_of, verify
 from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
 from gitswarm.model.errors import GitswarmError
 from gitswarm.model.evidence import held_for_review, judges_line, why_rejected
@@ -134,12 +133,12 @@ class Delegation:
             if stocker is not None:
                 stocker.wait()
             rules = rules_of(self.repo.workdir, spec)
-            guard = protection(self.repo, base, spec.checks, rules.protect)
-            judges = judge_changes(self.repo, Path(repo_dir), base, captured.head, guard).files
-            if judges:
-                patch = msgspec.structs.replace(patch, judges=judges)
+            judged = changed_judges(self.repo, Path(repo_dir), base, captured.head, spec, rules)
+            if judged.files:
+                patch = msgspec.structs.replace(patch, judges=judged.files)
             verification = verify(
-                self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor, rules
+                self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor, rules,
+                judged,
             )
             artifacts += [patch, *verification.checks, verification.verdict]
             if verification.verdict.accepted:

@@ -31,6 +31,7 @@ from gitswarm.model.protected import (
     SHADOW_NAMES,
     ChangeKind,
     Protection,
+    command_segments,
     is_path_hook,
     is_test_file,
     named_paths,
@@ -76,23 +77,22 @@ def protection(repo: GitRepo, base: str, checks: tuple[str, ...], extra: tuple[s
         return None if blob is None else repo.read_blob(blob).decode("utf-8", errors="replace")
 
     commands = checks + expanded(checks, read)
-    named = set(named_paths(commands, exists)) | makefile_includes(named_paths(commands, exists) | {"Makefile"}, read, exists)
-    return Protection(extra=extra, named=frozenset(named), runner_names=runners(commands))
+    named = named_paths(commands, exists)
+    return Protection(extra=extra, named=named | makefile_includes(named | {"Makefile"}, read, exists), runner_names=runners(commands))
 
 
 def expanded(checks: tuple[str, ...], read: Callable[[str], str | None]) -> tuple[str, ...]:
     """The commands a check starts through `make` (its target's recipe) or `npm`/`yarn`/`pnpm` (a script)."""
     found: list[str] = []
-    for check in checks:
-        for segment in re.split(r"&&|\|\||;|\|", check):
-            words = program_of(segment.split())
-            if not words:
-                continue
-            program = words[0].rsplit("/", 1)[-1]
-            if program in ("make", "gmake"):
-                found += _make_recipes(words[1:], read)
-            elif program in ("npm", "yarn", "pnpm", "bun"):
-                found += _package_script(words[1:], read)
+    for segment in command_segments(checks):
+        words = program_of(segment)
+        if not words:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        if program in ("make", "gmake"):
+            found += _make_recipes(words[1:], read)
+        elif program in ("npm", "yarn", "pnpm", "bun"):
+            found += _package_script(words[1:], read)
     return tuple(found)
 
 
@@ -130,12 +130,13 @@ def _with_includes(text: str | None, read: Callable[[str], str | None], depth: i
     """A makefile's text with the files it includes (`include ci.mk`) put after it, a few levels deep."""
     if text is None or depth == 0:
         return text
-    parts = [text]
-    for line in text.splitlines():
-        match = _MAKE_INCLUDE.match(line.strip())
-        if match:
-            parts += [_with_includes(read(name), read, depth - 1) or "" for name in match["files"].split()]
+    parts = [text] + [_with_includes(read(name), read, depth - 1) or "" for name in _included(text)]
     return "\n".join(parts)
+
+
+def _included(text: str) -> list[str]:
+    """The files a makefile's `include` (`-include`, `sinclude`) lines name."""
+    return [name for line in text.splitlines() if (match := _MAKE_INCLUDE.match(line.strip())) for name in match["files"].split()]
 
 
 def _package_script(args: list[str], read: Callable[[str], str | None]) -> list[str]:
@@ -155,12 +156,8 @@ def makefile_includes(makefiles: frozenset[str] | set[str], read: Callable[[str]
     """The files the base's makefiles include (`include ci.mk`), which are part of every recipe."""
     found: set[str] = set()
     for makefile in makefiles:
-        if not makefile.lower().endswith(("makefile", ".mk")):
-            continue
-        for line in (read(makefile) or "").splitlines():
-            match = _MAKE_INCLUDE.match(line.strip())
-            if match:
-                found |= {name for name in match["files"].split() if exists(name)}
+        if makefile.lower().endswith(("makefile", ".mk")):
+            found |= {name for name in _included(read(makefile) or "") if exists(name)}
     return found
 
 
@@ -260,7 +257,6 @@ def put_back(checkout: Path, names: tuple[str, ...], aside: Path) -> None:
             _clear(target)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             os.replace(source, target)
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _inside(root: str, name: str) -> str:

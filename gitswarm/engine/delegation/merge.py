@@ -21,7 +21,7 @@ from gitswarm.engine.delegation.verify import clean_checkout, drop_checkout, run
 from gitswarm.model.artifacts import Decision, Patch
 from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
 from gitswarm.model.evidence import held_for_review
-from gitswarm.model.provenance import Weighed, accepted_by_gitswarm, deciding
+from gitswarm.model.provenance import Weighed, accepted_by_gitswarm, deciding, latest_by_gitswarm
 from gitswarm.store.gitrepo import GitCommandError, GitRepo
 from gitswarm.store.locks import held
 from gitswarm.store.workspace import move_files
@@ -53,8 +53,7 @@ def mergeable(weighed: list[Weighed], patch_id: str) -> bool:
         return True
     # The person reviewed this very patch, after gitswarm's latest verdict on it, which held it (not one
     # that rejected it since: a newer rejection is never overridden by an older review).
-    own = [w.verdict for w in weighed if w.counted and w.verdict.producer == "gitswarm" and w.verdict.patch == patch_id]
-    latest = max(own, key=lambda v: v.created) if own else None
+    latest = latest_by_gitswarm(weighed, patch_id)
     return (
         latest is not None
         and held_for_review(latest)

@@ -27,11 +27,11 @@ from gitswarm.engine.knowledge.memory import auto_promote
 from gitswarm.engine.notify.notifier import Notifier
 from gitswarm.engine.results import MergeResult, Verified
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.artifacts import BlobRef, Decision, Patch, Verdict
+from gitswarm.model.artifacts import BlobRef, Decision, Patch
 from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
 from gitswarm.model.evidence import held_for_review, judges_line, why_rejected
 from gitswarm.model.ids import check_branch_ref
-from gitswarm.model.provenance import Weighed
+from gitswarm.model.provenance import latest_by_gitswarm
 from gitswarm.model.spec import toml_string
 from gitswarm.store.checkouts import CHECKOUTS_DIR, Checkouts
 from gitswarm.store.jobs import Snapshot
@@ -129,15 +129,14 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
     require_commits(swarm, patch_id, patch)
     weighed = swarm.verdict_notes().weigh(patch.head)
     if not mergeable(weighed, patch_id):
-        latest = _latest_gitswarm(weighed, patch_id)
+        latest = latest_by_gitswarm(weighed, patch_id)
         if latest is not None and held_for_review(latest):
             raise WorkFailed(
                 f"patch {patch_id[:12]} {judges_line(latest.judges)}: its checks alone never accept it; "
                 f"a person must review that change (gitswarm diff {patch_id[:12]}; gitswarm review {patch_id[:12]} --accept)"
             )
-        rejected = latest
-        if rejected is not None and not rejected.accepted:
-            raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification rejected it ({why_rejected(rejected)}); nothing merged")
+        if latest is not None and not latest.accepted:
+            raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification rejected it ({why_rejected(latest)}); nothing merged")
         if any(w.counted for w in weighed):
             raise WorkFailed(
                 f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]} that counts here; run gitswarm verify"
@@ -174,12 +173,6 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         apply_merge(swarm.repo, repo_dir, plan, checked_out)
     swarm.ledger.record_artifacts(patch.job, patch.task, [merged_decision(plan, swarm.clock())], swarm.clock())
     return MergeResult(patch=patch_id, into=target.removeprefix("refs/heads/"), old=plan.old, new=plan.new, fast_forward=plan.fast_forward)
-
-
-def _latest_gitswarm(weighed: list[Weighed], patch_id: str) -> Verdict | None:
-    """gitswarm's latest counted verdict on this patch."""
-    own = [w.verdict for w in weighed if w.counted and w.verdict.producer == "gitswarm" and w.verdict.patch == patch_id]
-    return max(own, key=lambda v: v.created) if own else None
 
 
 def merge_target(swarm: Swarm, snapshot: Snapshot, into: str | None) -> str:

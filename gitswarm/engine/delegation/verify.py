@@ -9,6 +9,7 @@ exactly the head SHA that was checked, also written as a note on it.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -19,7 +20,15 @@ from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, exec
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.engine.config import load_config
 from gitswarm.engine.delegation.check_env import check_env, env_key, guard_dir, source_of, tree_reads
-from gitswarm.engine.delegation.judges import NONE, judge_changes, protection, put_back, restore, set_aside
+from gitswarm.engine.delegation.judges import (
+    NONE,
+    JudgeChanges,
+    judge_changes,
+    protection,
+    put_back,
+    restore,
+    set_aside,
+)
 from gitswarm.model.artifacts import Check, Patch, Transition, Verdict, artifact_id
 from gitswarm.model.errors import BadInput
 from gitswarm.model.evidence import names_every, transition, weigh
@@ -168,14 +177,18 @@ def verify(
     now: Callable[[], float],
     auditor: Adapter | None = None,
     rules: Rules = Rules(),
+    judged: JudgeChanges | None = None,
 ) -> Verification:
     """Judge `patch`: its checks on a clean checkout of its head with the base's judges, the same checks
-    on the base (cached), and the auditor if any; the verdict is noted on the head."""
+    on the base (cached), and the auditor if any; the verdict is noted on the head. `judged`: what
+    changed_judges() found for this very patch and these rules, when the caller has it already."""
     if not spec.checks and auditor is None:
         raise BadInput(nothing_to_check(f"verify {patch.head[:12]}"))
     against_base = rules.against_base and patch.base != patch.head
-    guard = protection(repo, patch.base, spec.checks, rules.protect)
-    judges = judge_changes(repo, repo_dir, patch.base, patch.head, guard) if against_base else NONE
+    if not against_base:
+        judges = NONE
+    else:
+        judges = judged if judged is not None else changed_judges(repo, repo_dir, patch.base, patch.head, spec, rules)
     user_tree = repo.workdir
     # The base first: its checkout, when the cache misses, is then reused for the head's.
     base = _base_results(repo, repo_dir, root, patch.base, spec, ctx, run, store, now, user_tree) if spec.checks and against_base else {}
@@ -184,12 +197,14 @@ def verify(
     added = set(judges.added_tests)
     needs_added = {c for c in spec.checks if named_paths([c], added.__contains__)}
     checkout = clean_checkout(repo_dir, root, patch.head)
+    aside = Path(tempfile.mkdtemp(prefix="aside-", dir=root)) if judges.added_tests else None
     try:
         restore(repo, checkout, judges.restore)
-        aside = Path(tempfile.mkdtemp(prefix="aside-", dir=root))
-        set_aside(checkout, judges.added_tests, aside)
+        if aside is not None:
+            set_aside(checkout, judges.added_tests, aside)
         ran = _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
-        put_back(checkout, judges.added_tests, aside)
+        if aside is not None:
+            put_back(checkout, judges.added_tests, aside)
         with_added = (
             _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
             if judges.added_tests else _Ran([], [], [])
@@ -212,6 +227,8 @@ def verify(
             reviewer = f"checks+{auditor.name}" if all_checks else auditor.name
     finally:
         drop_checkout(repo_dir, checkout)
+        if aside is not None:  # emptied by put_back; what an interrupted run left there goes too
+            shutil.rmtree(aside, ignore_errors=True)
     judgement = weigh(judgement, transitions=transitions, flags=flags, require=rules.require, judges=judges.files, reviewed=reviewed)
     verdict = Verdict(
         job=ctx.job,
@@ -234,6 +251,11 @@ def verify(
     )
     VerdictNotes(repo, repo_dir).add(verdict, now())
     return Verification(all_checks, verdict)
+
+
+def changed_judges(repo: GitRepo, repo_dir: Path, base: str, head: str, spec: TaskSpec, rules: Rules) -> JudgeChanges:
+    """What of base..head changes what judges a patch of `spec` under `rules` (engine/delegation/judges.py)."""
+    return judge_changes(repo, repo_dir, base, head, protection(repo, base, spec.checks, rules.protect))
 
 
 def _evidence_run(ran: _Ran, with_added: _Ran, needs_added: set[str]) -> _Ran:
