@@ -493,7 +493,7 @@ def _with_op(evil: Path, job: str, op: dict) -> None:
     push(evil, ref)
 
 
-def _implement_job(victim: Path, marker: Path) -> str:
+def _implement_job(victim: Path) -> str:
     """A job of the victim's whose implement task (the scripted agent) succeeded; its check imports calc."""
     register_scripted(victim)
     commit_file(victim, "calc.py", "def add(a, b):\n    return a - b\n", "calc")
@@ -507,7 +507,7 @@ def _implement_job(victim: Path, marker: Path) -> str:
 
 def test_a_forged_follow_up_from_a_commit_the_attacker_pushed_never_runs(victim: Path, evil: Path, tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    job = _implement_job(victim, marker)
+    job = _implement_job(victim)
     ok(pull(evil))
     run_git(evil, "fetch", "-q", str(victim), "+refs/heads/swarm/*:refs/heads/swarm/*")
     evil_calc = hash_object(evil, f"import os\nos.system('touch {marker}')\n\ndef add(a, b):\n    return a + b\n".encode())
@@ -526,8 +526,8 @@ def test_a_forged_follow_up_from_a_commit_the_attacker_pushed_never_runs(victim:
     assert not marker.exists(), "the attacker's commit ran on the victim's machine"
 
 
-def test_an_honest_follow_up_made_here_still_runs(victim: Path, tmp_path: Path) -> None:
-    job = _implement_job(victim, tmp_path / "unused")
+def test_an_honest_follow_up_made_here_still_runs(victim: Path) -> None:
+    job = _implement_job(victim)
     ok(cli(victim, "--json", "follow-up", f"{job}/fix", "append calc.py: # reviewed"))
     (task,) = cli(victim, "--json", "status", job).json()["tasks"]
     assert task["state"] == "succeeded", task
