@@ -7,7 +7,7 @@ import typer
 from gitswarm.cli import render
 from gitswarm.cli.context import _ctx
 from gitswarm.cli.progress import print_markdown, progress_sink
-from gitswarm.cli.work_cmd import _work_options
+from gitswarm.cli.run_job import work_options
 from gitswarm.model.errors import EXIT_FAILED
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 
@@ -27,7 +27,7 @@ def follow_up(
     from gitswarm.engine.jobs.followup import run_follow_up  # deferred: see the note in app.py
 
     c = _ctx(ctx)
-    options = _work_options(1, lease, DEFAULT_OUTPUT_CAP)
+    options = work_options(1, lease, DEFAULT_OUTPUT_CAP)
     with progress_sink(c.output.json_mode) as sink:
         data = run_follow_up(c.swarm(), target, instruction, resume_session, options, sink)
     if c.output.json_mode:

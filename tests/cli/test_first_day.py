@@ -124,10 +124,36 @@ def test_the_quick_path_answers_as_typer_does(repo: Path, job: str, args: list[s
     assert (quick.code, quick.out, quick.err) == (slow.code, slow.out, slow.err)
 
 
+RUNS = [
+    ["run", "ok.toml"], ["--json", "run", "ok.toml"], ["run", "ok.toml", "--json", "-j", "2"], ["run", "--jobs", "1", "fails.toml"],
+    ["--json", "run", "fails.toml"], ["run", "missing.toml"], ["run", "ok.toml", "-j", "0"], ["-C", ".", "run", "ok.toml", "-j", "999"],
+]
+
+
+@pytest.mark.parametrize("args", RUNS, ids=" ".join)
+def test_run_through_the_quick_path_answers_as_typer_does(repo: Path, args: list[str]) -> None:
+    """Same exit code, same error line, same outcome: only the job's id and timings differ."""
+    (repo / "ok.toml").write_text(spec_text('id = "a"\ncommand = "true"', 'id = "b"\ncommand = "true"\ndepends_on = ["a"]'))
+    (repo / "fails.toml").write_text(spec_text('id = "a"\ncommand = "false"'))
+    assert plan(args) is not None
+    quick, slow = cli(repo, *args), full(repo, *args)
+    assert quick.code == slow.code, (quick.err, slow.err)
+    if quick.code == 2:
+        assert quick.err == slow.err and quick.out == slow.out == ""
+    elif "--json" in args:
+        views = quick.json(), slow.json()
+        assert [v["status"] for v in views] == [views[1]["status"]] * 2
+        assert [sorted((t["id"], t["state"]) for t in v["tasks"]) for v in views] == [
+            sorted((t["id"], t["state"]) for t in views[1]["tasks"])
+        ] * 2
+
+
 @pytest.mark.parametrize(
     "args",
     [[], ["status", "-h"], ["show"], ["status", "a", "b"], ["status", "--"], ["-C"], ["-C", "a", "-C", "b", "status"],
-     ["status", "-C", "x"], ["--version"], ["show", "--all", "x"], ["status", "--jso"], ["log", "x"], ["-C", "-x", "status"]],
+     ["status", "-C", "x"], ["--version"], ["show", "--all", "x"], ["status", "--jso"], ["log", "x"], ["-C", "-x", "status"],
+     ["run"], ["run", "a", "b"], ["run", "a", "-j"], ["run", "a", "-j", "x"], ["run", "a", "-j", "-1"], ["run", "a", "-j", "\u0663"],
+     ["run", "a", "--lease", "5"], ["run", "-j", "2"], ["run", "--help"], ["run", "a", "--approve"]],
     ids=" ".join,
 )
 def test_anything_unusual_goes_to_typer(args: list[str]) -> None:
