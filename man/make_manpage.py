@@ -125,7 +125,7 @@ def manpage(markdown: str, name: str) -> str:
         ".BR git\\-notes (1).",
         "In the source: README.md, docs/architecture.md, docs/format.md, docs/adapters.md, docs/sharing.md.",
     ]
-    generated = [f'.\\" Generated from docs/cli.md by man/make_manpage.py: edit those, not this.']
+    generated = ['.\\" Generated from docs/cli.md by man/make_manpage.py: edit those, not this.']
     return "\n".join(generated + head + body(markdown) + tail) + "\n"
 
 

@@ -58,6 +58,17 @@ def sync(ctx: typer.Context, remote: RemoteArg = "origin") -> None:
 
 
 def approve(ctx: typer.Context, job: JobArg) -> None:
-    """Allow a job pulled from another clone to run here."""
+    """Let a job run here: one pulled from another clone, or one whose tasks act outside the repository."""
     c = _ctx(ctx)
-    c.output.result(approve_job(c.swarm(), job), lambda d: f"approved {d['approved']}")
+    c.output.result(approve_job(c.swarm(), job), _approved_text)
+
+
+def _approved_text(data: dict) -> str:
+    text = f"approved {data['approved']}"
+    granted = data.get("side_effects")
+    if granted:
+        text += (
+            f": its tasks that act outside the repository ({', '.join(granted['tasks'])}) may run, approved by {granted['by']}"
+            f"\nrun it: gitswarm work --job {data['approved'][:12]}"
+        )
+    return text

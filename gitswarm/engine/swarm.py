@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from gitswarm.engine.config import load_config
 from gitswarm.engine.results import Changed
 from gitswarm.model import codec
+from gitswarm.model.approval import BY_FLAG, BY_SPEC, PILOT_REQUEST, Approval
 from gitswarm.model.artifacts import Check, Patch, Run, Summary, describe
 from gitswarm.model.audit_names import looks_like_audit
 from gitswarm.model.coupling import coupled_tasks, refusal
@@ -28,7 +29,8 @@ from gitswarm.store import layout, reffiles
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.index import Index, index_path
 from gitswarm.store.jobs import JobRefs, Snapshot
-from gitswarm.store.leases import Ledger
+from gitswarm.store.leases import Ledger, awaiting_person, why_not
+from gitswarm.store.repoconfig import person
 from gitswarm.store.trust import Trust
 from gitswarm.store.workspace import has_tracked_changes
 from gitswarm.store.worktrees import check_includes
@@ -184,7 +186,14 @@ class Swarm:
 
     # -- commands -------------------------------------------------------------------------
 
-    def submit_text(self, text: str, source: str = "spec", approve: bool = False, allow_overlap: bool = False) -> str:
+    def submit_text(
+        self, text: str, source: str = "spec", approve: bool = False, allow_overlap: bool = False,
+        approved_how: str | None = None,
+    ) -> str:
+        """Submit a job spec. Its tasks that act outside the repository are approved by the person
+        submitting (`approve`, or `approve = true` in the spec; `approved_how` says how, when another
+        way), and recorded so; with `approved_how` PILOT_REQUEST they wait for a person instead
+        (model/approval.py)."""
         load_config(self.repo.workdir)  # all of the configuration checked before anything is written (BadInput)
         spec = parse_spec(text, self.adapter_facts(), source, approve=approve)
         coupled = [] if allow_overlap else coupled_tasks(spec.tasks)
@@ -197,7 +206,18 @@ class Swarm:
             check_includes(self.repo.workdir, base)
         # The file's name is recorded as `source`: text, in git's quoted form when it is not UTF-8 (model/paths.py).
         name = quote_path(os.fsencode(Path(source).name))
-        return self.ledger.submit(spec, self.clock(), source=name, base=base, base_ref=base_ref)
+        now = self.clock()
+        side_effects = tuple(t.id for t in spec.tasks if t.approved)
+        approval: Approval | None = None
+        awaits: tuple[str, ...] = ()
+        if side_effects and approved_how == PILOT_REQUEST:
+            awaits = side_effects
+        elif side_effects:
+            how = approved_how or (BY_FLAG if approve else BY_SPEC)
+            approval = Approval(tasks=side_effects, by=person(self.repo.workdir or self.common_dir), how=how, at=now)
+        return self.ledger.submit(
+            spec, now, source=name, base=base, base_ref=base_ref, approval=approval, awaits_approval=awaits
+        )
 
     def pin_base(self, rev: str | None, needed: bool) -> tuple[str | None, str | None]:
         """The commit (and branch) implement tasks will branch from and agents' analyze tasks will read:
@@ -279,8 +299,9 @@ class Swarm:
 
     def awaiting_approval(self, jobs: list[str]) -> dict[str, str]:
         """Those of `jobs` that may not run here until approved, and why (pulled, say)."""
-        trust = self.trust
-        return {job: trust.why_not(job) or "" for job in sorted(trust.untrusted(jobs))}
+        index, trust = self.index, self.trust
+        waiting = trust.untrusted(jobs) | (awaiting_person(index, trust) & set(jobs))
+        return {job: why_not(index, trust, job) or "" for job in sorted(waiting)}
 
     def _reviews(self, snapshot: Snapshot, patches: list[str]) -> dict[str, list[dict]]:
         """Every verdict (gitswarm's, an auditor's, a person's) noted on the head of each of the job's patches."""

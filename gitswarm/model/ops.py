@@ -124,14 +124,22 @@ class SteeringDelivered(OpBase, tag="steering_delivered", kw_only=True, frozen=T
     steers: tuple[str, ...]
 
 
+class Approved(OpBase, tag="approved", kw_only=True, frozen=True):
+    """A person approved the side effects of `tasks` (model/approval.py): `by` whom, `how`."""
+
+    tasks: tuple[str, ...]
+    by: str
+    how: str
+
+
 Op = (
     JobCreated | TaskClaimed | TaskFinished | LeaseRenewed | LeaseExpired | Cancelled | Retried | ArtifactsRecorded | BudgetStopped
-    | FollowedUp | Steered | SteeringDelivered
+    | FollowedUp | Steered | SteeringDelivered | Approved
 )
 # One concrete kind of operation (what a function that makes one returns).
 OpT = TypeVar(
     "OpT", JobCreated, TaskClaimed, TaskFinished, LeaseRenewed, LeaseExpired, Cancelled, Retried, ArtifactsRecorded, BudgetStopped,
-    FollowedUp, Steered, SteeringDelivered,
+    FollowedUp, Steered, SteeringDelivered, Approved,
 )
 
 

@@ -12,6 +12,7 @@ from typing import Literal
 
 import msgspec
 
+from gitswarm.model.approval import Approval
 from gitswarm.model.codec import FORMAT
 from gitswarm.model.late_instructions import FollowUp, Guidance
 
@@ -144,6 +145,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     base: str | None = None  # the commit implement tasks branch from
     base_ref: str | None = None  # the branch it was the tip of, e.g. refs/heads/main
     budget: Budget | None = None
+    approval: Approval | None = None  # the person's approval of side effects, given at submission
+    awaits_approval: tuple[str, ...] = ()  # tasks with side effects a pilot asked for: they wait for a person
 
 
 class JobState(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,6 +164,7 @@ class JobState(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int = 0  # input + output tokens of finished runs
     stopped: str | None = None  # the budget that stopped the job, and why
     steering: tuple[Guidance, ...] = ()  # job-wide steers waiting for the next task to start
+    approvals: tuple[Approval, ...] = ()  # approvals given after submission (`approved` ops; which count: store/leases.py)
 
     def status(self) -> str:
         """The job's overall status, derived from the task counts."""

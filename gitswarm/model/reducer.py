@@ -14,9 +14,11 @@ from typing import assert_never
 
 import msgspec
 
+from gitswarm.model.approval import Approval
 from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.late_instructions import FollowUp, Guidance
 from gitswarm.model.ops import (
+    Approved,
     ArtifactsRecorded,
     BudgetStopped,
     Cancelled,
@@ -144,7 +146,7 @@ class _Apply:
         cancelled = self.state.cancelled
         job_artifacts = self.state.artifacts
         claims, spent_usd, tokens, stopped = self.state.claims, self.state.spent_usd, self.state.tokens, self.state.stopped
-        steering = self.state.steering
+        steering, approvals = self.state.steering, self.state.approvals
         match op:
             case JobCreated(tasks=specs):
                 for spec in specs:
@@ -243,6 +245,8 @@ class _Apply:
                 for task in map(self.get, self.task_ids()):
                     if task.state in (TaskState.QUEUED, TaskState.BLOCKED):
                         self.set(task, state=TaskState.CANCELLED, error=f"budget: {reason}")
+            case Approved(tasks=approved):
+                approvals = (*approvals, Approval(tasks=approved, by=op.by, how=op.how, at=op.at, op=op.id))
             case ArtifactsRecorded(task=task_id, artifacts=artifacts):
                 if task_id is None:  # the job's own
                     job_artifacts = job_artifacts + artifacts
@@ -264,6 +268,7 @@ class _Apply:
             tokens=tokens,
             stopped=stopped,
             steering=steering,
+            approvals=approvals,
         )
         return Change(state=state, tasks=self.changed)
 

@@ -27,6 +27,7 @@ from gitswarm.model.ids import ARTIFACT_ID, GENERATED_ID, TASK_ID, check_branch_
 from gitswarm.model.late_instructions import MAX_GUIDANCE_CHARS
 from gitswarm.model.limits import MAX_LEASE_SECONDS, MAX_TIMEOUT_SECONDS, MAX_WALL_SECONDS
 from gitswarm.model.ops import (
+    Approved,
     ArtifactsRecorded,
     BudgetStopped,
     Cancelled,
@@ -163,10 +164,23 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
         _text(op.error, f"{where}.error")
     if isinstance(op, (Cancelled, BudgetStopped)):
         _text(op.reason, f"{where}.reason")
+    if isinstance(op, Approved):
+        _check_approval(op.tasks, op.by, op.how, task_ids, where)
     if isinstance(op, (TaskFinished, ArtifactsRecorded)):
         _need(len(op.artifacts) <= MAX_ITEMS, where, "too many artifacts")
         for artifact in op.artifacts:
             _need(ARTIFACT_ID.fullmatch(artifact) is not None, where, f"invalid artifact id {artifact!r}")
+
+
+def _check_approval(tasks: tuple[str, ...], by: str, how: str, task_ids: Iterable[str] | None, where: str) -> None:
+    """An approval's fields: tasks of the job, and who and how as short single lines."""
+    _need(0 < len(tasks) <= MAX_ITEMS, f"{where}.tasks", "none, or too many")
+    known = None if task_ids is None else set(task_ids)
+    for task in tasks:
+        _task_id(task, f"{where}.tasks")
+        _need(known is None or task in known, f"{where}.tasks", f"names task {task!r}, which the job does not have")
+    for value, field in ((by, "by"), (how, "how")):
+        _need(0 < len(value) <= MAX_NAME and value.isprintable(), f"{where}.{field}", "empty, too long or not one printable line")
 
 
 def _check_guidance(op: FollowedUp | Steered | SteeringDelivered, where: str) -> None:
@@ -206,6 +220,12 @@ def check_job(job: Job, job_id: str, where: str) -> None:
         except BadInput as exc:
             raise CorruptRecord(str(exc)) from None
     _need(job.source is None or (len(job.source) <= MAX_NAME and "/" not in job.source), f"{where}.source", "not a file name")
+    if job.approval is not None:
+        _check_approval(job.approval.tasks, job.approval.by, job.approval.how, None, f"{where}.approval")
+        _time(job.approval.at, f"{where}.approval.at")
+    _need(len(job.awaits_approval) <= MAX_ITEMS, f"{where}.awaits_approval", "too many")
+    for task in job.awaits_approval:
+        _task_id(task, f"{where}.awaits_approval")
     defaults = job.defaults
     _name(defaults.adapter, f"{where}.defaults.adapter")
     _need(0 < defaults.timeout <= MAX_TIMEOUT_SECONDS, f"{where}.defaults.timeout", "out of range")

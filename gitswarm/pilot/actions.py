@@ -12,6 +12,7 @@ and only a patch whose deciding verdict counts here and accepts it merges.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
@@ -24,9 +25,11 @@ from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorde
 from gitswarm.engine.routing.adapter_checks import refuse_unusable
 from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model.approval import BY_ELICITATION, PILOT_REQUEST
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.evidence import UNVERIFIED
 from gitswarm.model.provenance import Weighed, deciding
+from gitswarm.model.records import TaskSpec
 from gitswarm.model.spec import parse_spec, toml_string
 from gitswarm.pilot import proposals
 from gitswarm.pilot.workers import start_worker
@@ -50,19 +53,48 @@ def _text(value: str, what: str) -> str:
 def submit_job(
     repo: Path, spec: str | None = None, tasks: list[dict[str, Any]] | None = None, goal: str | None = None,
     approve: bool = False, start: bool = True, workers: int = 2, allow_overlap: bool = False,
+    ask: Callable[[str], bool | None] = lambda question: None,
 ) -> dict:
-    """A job from TOML text (`spec`) or from structured `tasks` (with `goal`); started unless `start` is false."""
+    """A job from TOML text (`spec`) or from structured `tasks` (with `goal`); started unless `start` is false.
+
+    Tasks that act outside the repository need a person's approval, which the
+    pilot can only ask for (`approve`; model/approval.py): `ask` puts the
+    question to the person behind the client. No answer, or a client that
+    cannot ask: the job is submitted and waits for `gitswarm approve`. No:
+    nothing is submitted.
+    """
     if (spec is None) == (tasks is None):
         raise BadInput("submit_job: give either spec (TOML text) or tasks")
     text = _text(spec, "spec") if spec is not None else spec_from_tasks(goal or "", tasks or [])
     with closing(Swarm(repo)) as swarm:
-        if start:  # its worker starts here: an adapter that cannot run here is said now, not left queued
-            refuse_unusable(swarm, [t.adapter for t in parse_spec(text, swarm.adapter_facts(), "mcp", approve).tasks], os.environ)
-        job_id = swarm.submit_text(text, "mcp", approve=approve, allow_overlap=allow_overlap)
+        parsed = parse_spec(text, swarm.adapter_facts(), "mcp", approve)
+        side_effects = [t for t in parsed.tasks if t.approved]
+        how = PILOT_REQUEST
+        if side_effects:
+            answer = ask(approval_question(repo, side_effects))
+            if answer is False:
+                raise BadInput("submit_job: the person did not approve the tasks that act outside the repository; nothing was submitted")
+            if answer:
+                how = BY_ELICITATION
+        waits = bool(side_effects) and how == PILOT_REQUEST
+        if start and not waits:  # its worker starts here: an adapter that cannot run here is said now, not left queued
+            refuse_unusable(swarm, [t.adapter for t in parsed.tasks], os.environ)
+        job_id = swarm.submit_text(text, "mcp", approve=approve, allow_overlap=allow_overlap, approved_how=how)
         data: dict[str, Any] = {"id": job_id, "notices": list(swarm.notices)}
-        if start:
+        if waits:
+            data["awaiting_approval"] = (
+                f"tasks {', '.join(t.id for t in side_effects)} act outside the repository and wait for a person: "
+                f"gitswarm approve {job_id[:12]}, then gitswarm work --job {job_id[:12]}"
+            )
+        elif start:
             data["worker"] = start_worker(_workdir(swarm), swarm.common_dir, job_id, workers)
         return data
+
+
+def approval_question(repo: Path, tasks: list[TaskSpec]) -> str:
+    """What the person is asked: which tasks, on which adapters, in which repository."""
+    listed = "; ".join(f"{t.id} ({t.adapter}{': ' + ', '.join(t.needs) if t.needs else ''})" for t in tasks)
+    return f"gitswarm in {repo}: a job asks to run tasks that act outside the repository: {listed}. Approve them?"
 
 
 def spec_from_tasks(goal: str, tasks: list[dict[str, Any]]) -> str:

@@ -1,7 +1,8 @@
 """JSON-RPC 2.0 over a pair of byte streams, one message per line: MCP's stdio transport.
 
-The server side only: it reads requests and notifications, and writes
-responses, errors and notifications. Writes come from several threads (a
+The server side: it reads requests and notifications, and writes
+responses, errors and notifications; a request of its own (an elicitation,
+pilot/elicit.py) is answered through `on_response`. Writes come from several threads (a
 tool call runs on its own), so each message is written whole under a lock.
 A peer that went away is not an error here: writes to it are dropped and
 `closed` says so.
@@ -10,7 +11,7 @@ A peer that went away is not an error here: writes to it are dropped and
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -63,6 +64,7 @@ class Peer:
         self._lock = threading.Lock()
         self._encoder = msgspec.json.Encoder()
         self.closed = False
+        self.on_response: Callable[[object, dict[str, Any]], None] = lambda ident, message: None
 
     def messages(self) -> Iterator[Incoming]:
         """Each well-formed message until the client closes its end; malformed ones are answered here."""
@@ -93,14 +95,15 @@ class Peer:
             pass
 
     def _incoming(self, message: Any) -> Incoming | None:
-        """The message as a request or notification; None after answering a malformed one (or for a response,
-        which this server, sending no requests, ignores)."""
+        """The message as a request or notification; None after answering a malformed one, or for a response
+        (to a request of this server's: handed to on_response)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             self.fail(None, INVALID_REQUEST, "not a JSON-RPC 2.0 message (batches are not part of MCP)")
             return None
         ident, method, params = message.get("id"), message.get("method"), message.get("params", {})
         valid_id = is_id(ident)
         if method is None and ("result" in message or "error" in message):
+            self.on_response(ident, message)
             return None
         if "id" in message and not valid_id:
             self.fail(None, INVALID_REQUEST, "an id must be a string or an integer")
@@ -115,6 +118,10 @@ class Peer:
 
     def fail(self, ident: Id | None, code: int, message: str) -> None:
         self._send({"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}})
+
+    def request(self, ident: Id, method: str, params: dict[str, Any]) -> None:
+        """A request of the server's own to the client; its response comes to on_response."""
+        self._send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})

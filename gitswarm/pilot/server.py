@@ -32,6 +32,7 @@ from gitswarm.engine.results import plain
 from gitswarm.engine.upkeep.errorlog import record_internal_error
 from gitswarm.model.errors import GitswarmError
 from gitswarm.pilot import actions, tools
+from gitswarm.pilot.elicit import Elicitor, cannot_ask
 from gitswarm.pilot.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -87,6 +88,9 @@ class Server:
         self._calls: dict[Id, tools.Call] = {}  # running tools/call by request id
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self.elicitor = Elicitor(peer)  # questions to the person, for clients that can ask (elicitation)
+        peer.on_response = self.elicitor.answered
+        self.can_ask = False
         self._methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self.initialize,
             "ping": lambda _: {},
@@ -108,6 +112,7 @@ class Server:
                 else:
                     self.answer(message)
         finally:
+            self.elicitor.close()  # a question still waiting gets no answer: its job waits for `gitswarm approve`
             with self._lock:
                 for call in self._calls.values():
                     call.cancelled.set()  # a wait returns now; other tools never look at it
@@ -141,6 +146,10 @@ class Server:
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocolVersion")
         self.version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+        capabilities = params.get("capabilities")
+        elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+        # {} is form mode (2025-06-18); from 2025-11-25 a client names its modes, and only a form asks yes or no.
+        self.can_ask = isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
         return {
             "protocolVersion": self.version,
             "capabilities": {"tools": {"listChanged": False}, "resources": {"subscribe": False, "listChanged": False}},
@@ -162,7 +171,7 @@ class Server:
             return
         meta = message.params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        call = tools.Call(progress=self._progress(token))
+        call = tools.Call(progress=self._progress(token), ask=self.elicitor.ask if self.can_ask else cannot_ask)
         thread = threading.Thread(target=self._call, args=(message.id, tool, arguments, call), name=f"mcp-{name}")
         with self._lock:
             if message.id in self._calls:

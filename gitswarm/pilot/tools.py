@@ -25,6 +25,7 @@ from msgspec import Meta
 from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified, output_schema
 from gitswarm.model.errors import BadInput
 from gitswarm.pilot import actions, watch
+from gitswarm.pilot.elicit import Ask, cannot_ask
 
 MAX_WAIT_SECONDS = 3600.0
 
@@ -48,6 +49,10 @@ class Call:
     progress: Callable[[int, str], None] = lambda done, message: None
     cancelled: threading.Event = field(default_factory=threading.Event)
     unanswered: bool = False
+    ask: Ask = cannot_ask  # a yes/no question to the person behind the client (pilot/elicit.py)
+
+    def ask_person(self, question: str) -> bool | None:
+        return self.ask(question, self.cancelled)
 
 
 class Arguments(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -63,7 +68,9 @@ class SubmitJob(Arguments):
         Meta(description="Or the tasks as objects with the spec's task fields (id, mode, adapter, prompt, checks, depends_on ...)."),
     ] = None
     goal: Annotated[Text | None, Meta(description="The job's goal, with `tasks`.")] = None
-    approve: Annotated[bool, Meta(description="Approve tasks that act outside the repository (browser, deploy).")] = False
+    approve: Annotated[bool, Meta(description=(
+        "Ask the person to approve tasks that act outside the repository (browser, deploy): through the client when it "
+        "can ask (elicitation), else the job waits until they run `gitswarm approve`."))] = False
     start: Annotated[bool, Meta(description="Start workers for it now.")] = True
     workers: Workers = 2
     allow_overlap: Annotated[
@@ -201,8 +208,8 @@ class Tool(Generic[A]):
 TOOLS: dict[str, Tool[Any]] = {
     tool.name: tool
     for tool in (
-        Tool("submit_job", SubmitJob, lambda repo, a, _: actions.submit_job(
-            repo, a.spec, a.tasks, a.goal, a.approve, a.start, a.workers, a.allow_overlap)),
+        Tool("submit_job", SubmitJob, lambda repo, a, call: actions.submit_job(
+            repo, a.spec, a.tasks, a.goal, a.approve, a.start, a.workers, a.allow_overlap, call.ask_person)),
         Tool("delegate", Delegate, lambda repo, a, _: actions.delegate(repo, a.instruction, a.adapter, a.checks, a.base, a.confirm)),
         Tool("status", Status, lambda repo, a, _: actions.status(repo, a.job, a.include_all)),
         Tool("show", Show, lambda repo, a, _: actions.show(repo, a.job)),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gitswarm.model import codec
+from gitswarm.model.approval import Approval
 from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, NotFound, RefConflict
@@ -128,6 +129,24 @@ class Leases(Protocol):
         """Tell `listener` why writes do not land, and "" when they land again (a no-op where they always do)."""
 
 
+def awaiting_person(index: Index, trust: Trust) -> frozenset[str]:
+    """Jobs whose side-effecting tasks a pilot asked for and no person here has approved yet.
+
+    An `approved` op counts only when this clone made it (local-ops): one
+    pulled from elsewhere may be anyone's, and is kept as data (model/approval.py)."""
+    waiting = index.awaiting_person()
+    made = trust.ops_made_here() if any(waiting.values()) else frozenset()
+    return frozenset(job for job, ops in waiting.items() if made.isdisjoint(ops))
+
+
+def why_not(index: Index, trust: Trust, job: str, trusted_remotes: frozenset[str] = frozenset()) -> str | None:
+    """Why `job` may not run here, or None when it may: trust first, then a person's approval."""
+    why = trust.why_not(job, trusted_remotes)
+    if why is None and job in awaiting_person(index, trust):
+        why = "its side effects await a person's approval"
+    return why
+
+
 class Ledger:
     """Every state transition of every job in one repository: `Leases` on the local index and refs."""
 
@@ -140,12 +159,20 @@ class Ledger:
 
     def untrusted_jobs(self) -> frozenset[str]:
         """Jobs whose tasks may not run here, as of now: pulled and not approved, or of no
-        known origin. Asked at every claim, so a job pulled while workers run is never taken."""
-        jobs_key = self.index.db.execute("SELECT count(*), max(id) FROM jobs").fetchone()
+        known origin, or waiting for a person's approval of their side effects. Asked at every
+        claim, so a job pulled while workers run is never taken."""
+        jobs_key = self.index.db.execute("SELECT count(*), max(id), sum(needs_person), group_concat(approval_ops) FROM jobs").fetchone()
         key = (jobs_key, self.trust.stamp(), self.trusted_remotes)
         if self._untrusted is None or self._untrusted[0] != key:
-            self._untrusted = (key, self.trust.untrusted(self.index.job_ids(), self.trusted_remotes))
+            untrusted = self.trust.untrusted(self.index.job_ids(), self.trusted_remotes) | self.awaiting_person()
+            self._untrusted = (key, untrusted)
         return self._untrusted[1]
+
+    def awaiting_person(self) -> frozenset[str]:
+        return awaiting_person(self.index, self.trust)
+
+    def why_not(self, job: str, trusted_remotes: frozenset[str] = frozenset()) -> str | None:
+        return why_not(self.index, self.trust, job, trusted_remotes)
 
     def _snapshot(self, job_id: str) -> Snapshot:
         tip = self.index.job_tip(job_id)
@@ -176,7 +203,8 @@ class Ledger:
     # -- jobs -----------------------------------------------------------------------------
 
     def submit(
-        self, spec: JobSpec, now: float, source: str | None = None, base: str | None = None, base_ref: str | None = None
+        self, spec: JobSpec, now: float, source: str | None = None, base: str | None = None, base_ref: str | None = None,
+        approval: Approval | None = None, awaits_approval: tuple[str, ...] = (),
     ) -> str:
         job = Job(
             id=new_id(now),
@@ -189,6 +217,8 @@ class Ledger:
             base=base,
             base_ref=base_ref,
             budget=spec.budget,
+            approval=approval,
+            awaits_approval=awaits_approval,
         )
         op = self.refs.next_op(JobCreated, None, now, job=job, tasks=spec.tasks)
         codec.encode(op)  # a record that cannot be stored fails here, before anything is marked or written

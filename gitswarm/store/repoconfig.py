@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import getpass
 from pathlib import Path
 
 from gitswarm.store.gitcli import git
+from gitswarm.store.gitrepo import GitCommandError
 
 
 def git_path(repo_dir: Path, name: str) -> Path:
@@ -18,3 +20,18 @@ def author_ident(repo_dir: Path) -> str:
     """Who git would write as a commit's author here (`git var GIT_AUTHOR_IDENT`):
     `Name <email> <time> <zone>`, "" when git says nothing; GitCommandError when it has no identity."""
     return git(["var", "GIT_AUTHOR_IDENT"], repo_dir).decode().strip()
+
+
+def person(repo_dir: Path) -> str:
+    """The person at this clone, as recorded on what they approve: `Name <email>` from git's author
+    identity, else the login name."""
+    try:
+        ident = author_ident(repo_dir)
+    except GitCommandError:
+        ident = ""
+    if ident:
+        return ident.rsplit(" ", 2)[0]
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name for this uid (a container)
+        return "unknown"

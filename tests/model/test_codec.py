@@ -140,7 +140,7 @@ def test_encode_is_compact_json_in_field_declaration_order() -> None:
     data = codec.encode(JobState(clock=2, ops=3, counts={"queued": 1, "blocked": 2}, updated=1.5))
     assert data == (
         b'{"v":1,"clock":2,"ops":3,"cancelled":false,"counts":{"blocked":2,"queued":1},"artifacts":[],"updated":1.5,'
-        b'"claims":0,"spent_usd":0.0,"tokens":0,"stopped":null,"steering":[]}'
+        b'"claims":0,"spent_usd":0.0,"tokens":0,"stopped":null,"steering":[],"approvals":[]}'
     )
 
 

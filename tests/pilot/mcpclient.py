@@ -11,14 +11,17 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp import Client
+from mcp import Client, types
 from mcp.client.stdio import StdioServerParameters
+
+#: A person behind the client, for elicitation: (the question, its schema) -> (action, content).
+Person = Callable[[str, dict[str, Any]], tuple[str, dict[str, Any] | None]]
 
 
 @dataclass
@@ -32,8 +35,10 @@ class Called:
 class Session:
     """`gitswarm mcp` in `repo`; call() a tool, read() a resource, tools() the listing."""
 
-    def __init__(self, repo: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, repo: Path, env: dict[str, str] | None = None, person: Person | None = None) -> None:
         self.repo = repo
+        self.person = person  # with one, the client declares elicitation and puts each question to it
+        self.asked: list[str] = []
         self.env = {**os.environ, **(env or {})}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -49,7 +54,7 @@ class Session:
             command=sys.executable, args=["-m", "gitswarm", "mcp"], cwd=str(self.repo), env=self.env,
         )
         try:
-            async with Client(params) as client:
+            async with Client(params, elicitation_callback=self._elicit if self.person else None) as client:
                 self._client = client
                 self._ready.set_result(None)
                 await self._stop.wait()
@@ -57,6 +62,12 @@ class Session:
             if not self._ready.done():
                 self._ready.set_exception(exc)
             raise
+
+    async def _elicit(self, context: Any, params: Any) -> types.ElicitResult:
+        assert self.person is not None
+        self.asked.append(params.message)
+        action, content = self.person(params.message, params.requested_schema)
+        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
 
     def _run(self, coro: Coroutine[Any, Any, Any], timeout: float = 120) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=timeout)

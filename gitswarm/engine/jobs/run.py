@@ -97,7 +97,7 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     swarm.ledger.trusted_remotes = remotes
     untrusted = swarm.ledger.untrusted_jobs()
     if options.job is not None and options.job in untrusted:
-        why = swarm.ledger.trust.why_not(options.job, remotes)
+        why = swarm.ledger.why_not(options.job, remotes)
         raise BadInput(
             f"job {options.job} may not run here ({why}): approve it (gitswarm approve {options.job}) "
             "or trust its remote (--trust REMOTE) to run it here"
@@ -124,8 +124,9 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
 def skipped_jobs(swarm: Swarm, remotes: frozenset[str] = frozenset()) -> dict[str, str]:
     """Unfinished jobs this clone may not run, and why (pulled and not approved, say)."""
     unfinished = [job["id"] for job in swarm.index.jobs() if job["status"] not in FINISHED]
-    trust = swarm.ledger.trust
-    return {job: trust.why_not(job, remotes) or "" for job in sorted(trust.untrusted(unfinished, remotes))}
+    ledger = swarm.ledger
+    waiting = ledger.trust.untrusted(unfinished, remotes) | (ledger.awaiting_person() & set(unfinished))
+    return {job: ledger.why_not(job, remotes) or "" for job in sorted(waiting)}
 
 
 def run(

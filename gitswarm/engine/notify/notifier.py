@@ -91,7 +91,7 @@ class Notifier:
         fresh = [job for job in jobs if job not in told]
         if not fresh:
             return
-        why = swarm.ledger.trust.why_not
+        why = swarm.ledger.why_not
         listed = [{"job": job, "why": why(job) or ""} for job in fresh]
         self.send({"event": "approval_needed", "job": fresh[0], "why": listed[0]["why"], "jobs": listed})
         try:

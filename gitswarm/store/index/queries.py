@@ -85,6 +85,11 @@ class IndexQueries:
 
     db: sqlite3.Connection
 
+    def awaiting_person(self) -> dict[str, tuple[str, ...]]:
+        """Jobs with tasks a pilot asked to approve: the `approved` ops each has (not yet judged)."""
+        rows = self.db.execute("SELECT id, approval_ops FROM jobs WHERE needs_person = 1").fetchall()
+        return {job: tuple((ops or "").split()) for job, ops in rows}
+
     def job_ids(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT id FROM jobs ORDER BY id")]
 

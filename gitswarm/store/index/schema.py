@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-INDEX_FORMAT = 4  # 2: tasks.not_before, leases without pgid; 3: tasks_queued_by_job; 4: runs
+INDEX_FORMAT = 5  # 2: tasks.not_before, leases without pgid; 3: tasks_queued_by_job; 4: runs; 5: jobs.needs_person
 BUSY_TIMEOUT_MS = 60_000
 TABLES = ("jobs", "tasks", "leases", "artifacts", "runs")
 
@@ -19,7 +19,9 @@ CREATE TABLE jobs (
     cancelled INTEGER NOT NULL,
     counts TEXT NOT NULL,
     clock INTEGER NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    needs_person INTEGER NOT NULL,
+    approval_ops TEXT
 );
 CREATE TABLE tasks (
     job TEXT NOT NULL,

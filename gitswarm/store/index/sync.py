@@ -152,7 +152,7 @@ class IndexSync(IndexConnection):
 
     def _put_job(self, job: Job, state: JobState, tip: str) -> None:
         self.db.execute(
-            "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 job.id,
                 job.goal,
@@ -163,6 +163,9 @@ class IndexSync(IndexConnection):
                 json.dumps(state.counts, sort_keys=True),
                 state.clock,
                 state.updated,
+                # Tasks a pilot asked to approve wait for a person: the approval that may free them (store/leases.py).
+                int(bool(job.awaits_approval)),
+                " ".join(a.op for a in state.approvals if a.op) or None,
             ),
         )
 
