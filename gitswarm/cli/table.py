@@ -79,10 +79,17 @@ def columns_table(headers: Sequence[str], columns: Sequence[Sequence[Any]], widt
     return "\n".join(map(str.rstrip, map(line.__mod__, zip(*texts))))
 
 
+LINE_BREAK = "\\n"  # a cell's line break, shown as `\n` within its row (a multi-line review note stays whole and in its row)
+
+
 def _texts(header: str, column: Sequence[Any]) -> list[str]:
-    """The header and the column's cells as text (None as nothing)."""
+    """The header and the column's cells as text (None as nothing), each on one line."""
     try:
-        "".join(column)  # a C loop that fails on the first cell that is not text
-        return [str(header), *column]
+        joined = "".join(column)  # a C loop that fails on the first cell that is not text
+        cells = list(column)
     except TypeError:
-        return [str(header), *("" if c is None else str(c) for c in column)]
+        cells = ["" if c is None else str(c) for c in column]
+        joined = "".join(cells)
+    if "\n" in joined or "\r" in joined:
+        cells = [LINE_BREAK.join(c.splitlines()) if "\n" in c or "\r" in c else c for c in cells]
+    return [str(header), *cells]

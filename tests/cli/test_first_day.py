@@ -311,3 +311,22 @@ def test_json_through_a_pipe_is_escaped_as_in_process(repo: Path) -> None:
         assert done.stdout.endswith(b"\n") and done.stdout.count(b"\n") == 1
         assert f'"goal":"{raw}"'.encode() in done.stdout
         assert json.loads(done.stdout)["goal"] == goal
+
+
+def test_a_cell_of_several_lines_stays_whole_in_its_row() -> None:
+    assert table(("A", "NOTE"), [("x", "first\nsecond"), ("y", None)], width=60) == "A  NOTE\nx  first\\nsecond\ny"
+
+
+def test_a_review_note_of_several_lines_is_kept_and_shown_whole(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    (repo / "fix.toml").write_text(spec_text(
+        'id = "fix"\nmode = "implement"\ncommand = "echo good > code.txt"\nchecks = ["grep -qx good code.txt"]\nmax_attempts = 1'
+    ))
+    ran = cli(repo, "--json", "run", "fix.toml")
+    assert ran.code == 0, ran.err
+    job = ran.json()["id"]
+    patch = next(a["id"] for a in ran.json()["artifacts"] if a["kind"] == "patch")
+    reviewed = cli(repo, "--json", "review", patch[:12], "--accept", "--note", "looks right\nsecond reason")
+    assert reviewed.code == 0 and reviewed.json()["note"] == "looks right\nsecond reason"
+    shown = cli(repo, "status", job)
+    assert shown.code == 0 and "looks right\\nsecond reason" in shown.out, shown.out
