@@ -92,7 +92,7 @@ class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     (the caller's value of `env`, else `default`) is linked in (or only those
     in `link`, when it is set), except `copy` (copied, so a run cannot change
     the user's) and `fresh` (left out, for the agent to start anew: no earlier
-    session can be resumed). `json` then merges settings into files there.
+    session can be resumed). `json` and `yaml` then merge settings into files there.
     """
 
     env: str
@@ -101,6 +101,7 @@ class StateHome(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     fresh: list[str] = []
     link: list[str] | None = None  # when set, only these entries are linked (an allow-list)
     json: dict[str, dict[str, Any]] = {}  # JSON files of the state directory and the settings merged into them
+    yaml: dict[str, dict[str, Any]] = {}  # YAML files of the state directory (hermes' config.yaml), likewise
 
 
 class ResumeSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -273,11 +274,12 @@ def _check(spec: AgentSpec, source: str) -> None:
             fail(f"resume.keep: {entry!r} must be a path inside the home directory")
     if spec.state_home is not None:
         state = spec.state_home
-        for key in ("copy", "fresh", "link", "json"):
+        for key in ("copy", "fresh", "link", "json", "yaml"):
             for entry in getattr(state, key) or ():
                 if not _inside(entry):
                     fail(f"state_home.{key}: {entry!r} must be a path inside the state directory")
-    for key, files in (("home_json", spec.home_json), ("state_home.json", spec.state_home.json if spec.state_home else {})):
+    state_files = {**spec.state_home.json, **spec.state_home.yaml} if spec.state_home else {}
+    for key, files in (("home_json", spec.home_json), ("state_home.json/yaml", state_files)):
         for entry, settings in files.items():
             try:
                 json.dumps(settings)

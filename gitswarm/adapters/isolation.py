@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gitswarm.adapters.agentspec import AgentSpec, StateHome
-from gitswarm.adapters.jsonfiles import patch_json_file
+from gitswarm.adapters.jsonfiles import patch_json_file, patch_yaml_file
 
 #: Passed through from the caller when set: what any program needs to run.
 BASE_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "TMPDIR")
@@ -92,6 +92,8 @@ def build_home(spec: AgentSpec, scratch: Path, parent: Mapping[str, str], env: d
         target = _state_home(state, scratch, state_source)
         for entry, settings in state.json.items():
             patch_json_file(target, entry, settings, now)
+        for entry, settings in state.yaml.items():
+            patch_yaml_file(target, entry, settings, now)
         env[state.env] = str(target)
     return home
 

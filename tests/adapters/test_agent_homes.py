@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gitswarm.adapters.agentspec import load_spec
 from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch
-from gitswarm.adapters.jsonfiles import patch_json_file, strip_comments
+from gitswarm.adapters.jsonfiles import patch_json_file, patch_yaml_file, strip_comments
 from gitswarm.adapters.names import shipped_dir
 from gitswarm.model.errors import BadInput
 from tests.conftest import cli, spec_text
@@ -123,6 +124,40 @@ def test_hermes_gets_a_fresh_update_stamp_merged_over_the_users(
     finally:
         remove_scratch(scratch)
     assert written["behind"] == 0 and written["ver"] == "0.19.0" and started <= written["ts"] <= time.time()
+
+
+def test_hermes_config_says_install_no_language_server_and_keeps_the_users_settings(
+    tmp_path: Path, isolated_env: Path
+) -> None:
+    """AGENT-CLIS.md: hermes 0.19 fetches pyright from npm at its first .py write unless
+    `lsp.install_strategy: manual`; the run's copy of config.yaml says so, the user's is unchanged."""
+    real = isolated_env / ".hermes"
+    real.mkdir()
+    users = "# my settings\nmodel:\n  provider: custom\n  base_url: http://127.0.0.1:9/v1\nlsp:\n  enabled: true\n"
+    (real / "config.yaml").write_text(users)
+    scratch = make_scratch()
+    try:
+        env: dict[str, str] = {}
+        build_home(load_spec(SHIPPED / "hermes.toml"), scratch, {"HOME": str(isolated_env)}, env)
+        written = yaml.safe_load((Path(env["HERMES_HOME"]) / "config.yaml").read_text())
+    finally:
+        remove_scratch(scratch)
+    assert written == {"model": {"provider": "custom", "base_url": "http://127.0.0.1:9/v1"},
+                       "lsp": {"enabled": True, "install_strategy": "manual"}}
+    assert (real / "config.yaml").read_text() == users
+
+
+@pytest.mark.parametrize("text, why", [("- a\n- b\n", "not a YAML object"), ("a: [1\n", "not YAML")])
+def test_a_yaml_file_that_is_not_a_mapping_is_bad_input(tmp_path: Path, text: str, why: str) -> None:
+    (tmp_path / "config.yaml").write_text(text)
+    with pytest.raises(BadInput, match=why):
+        patch_yaml_file(tmp_path, "config.yaml", {"lsp": {"install_strategy": "manual"}}, 0.0)
+
+
+def test_a_yaml_file_of_comments_only_is_empty(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("# nothing yet\n")
+    path = patch_yaml_file(tmp_path, "config.yaml", {"lsp": {"install_strategy": "manual"}}, 0.0)
+    assert yaml.safe_load(path.read_text()) == {"lsp": {"install_strategy": "manual"}}
 
 
 # -- the merge -------------------------------------------------------------------------------

@@ -203,7 +203,8 @@ def test_hermes_runs_in_its_own_hermes_home(repo: Path, tmp_path: Path, fake_cli
     entries = seen["hermes_home"]["entries"]
     assert entries["skills"] == f"link -> {real / 'skills'}"
     assert entries["config.yaml"] == "file"  # a copy: the run changed it ...
-    assert seen["hermes_config"] == config + "telemetry: false\n"
+    # a copy with lsp.install_strategy: manual merged in (adapters/hermes.toml), which the run then changed
+    assert seen["hermes_config"] == config + "lsp:\n  install_strategy: manual\ntelemetry: false\n"
     assert (real / "config.yaml").read_text() == config  # ... and not the real one
     sessions = sorted(name for name in entries if name.startswith("sessions/"))
     assert entries["sessions"] == "dir" and len(sessions) == 1 and "sessions/old.json" not in entries
