@@ -196,9 +196,10 @@ class _Stocker:
 def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, follow_up: FollowUp | None = None) -> str:
     """The message of the commit gitswarm makes of an agent's work.
 
-    The subject is the instruction's first line (a repair round says which;
-    a follow-up's instruction is its own); the body the whole instruction
-    when it is longer, a line naming the task, and the trailers
+    The subject is the instruction's first line, or as much of it as fits
+    in 72 characters cut after a whole word, with `…` (a repair round says
+    which; a follow-up's instruction is its own); the body the whole
+    instruction when the subject is not all of it, a line naming the task, and the trailers
     `Gitswarm-Job`, `Gitswarm-Task`, `Gitswarm-Attempt`, `Gitswarm-Round`
     and, for a follow-up, `Gitswarm-Follow-Up` (its op id). The patch and
     verdict ids cannot be in it: the patch (whose id hashes its head) and
@@ -208,10 +209,9 @@ def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, fol
     instruction = (given or _command_text(spec.command)).strip()
     first = next((line.strip() for line in instruction.splitlines() if line.strip()), "")
     suffix = f" (repair round {round_})" if round_ else ""
-    room = SUBJECT_CHARS - len(suffix)
-    subject = (first if len(first) <= room else first[: room - 1].rstrip() + "…") if first else f"gitswarm: {ctx.job}/{ctx.task}"
+    subject = shorten(first, SUBJECT_CHARS - len(suffix)) if first else f"gitswarm: {ctx.job}/{ctx.task}"
     paragraphs = [subject + suffix]
-    if instruction != first:
+    if instruction != subject:
         paragraphs.append(instruction)
     continued = f", following up on {follow_up.head[:12]}" if follow_up is not None and follow_up.head else ""
     paragraphs.append(
@@ -222,6 +222,16 @@ def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, fol
         trailers += f"\nGitswarm-Follow-Up: {follow_up.op}"
     paragraphs.append(trailers)
     return "\n\n".join(paragraphs) + "\n"
+
+
+def shorten(line: str, room: int) -> str:
+    """`line` when it fits in `room` characters; else cut at its last word boundary that leaves room for
+    `…`, never inside a word (only a first word longer than the room is cut), trailing punctuation dropped."""
+    if len(line) <= room:
+        return line
+    spaces = [n for n, char in enumerate(line[:room]) if char.isspace()]  # line[n] follows a whole word
+    kept = line[: spaces[-1]].rstrip().rstrip(",;:-") if spaces else ""
+    return (kept or line[: room - 1]).rstrip() + "…"
 
 
 def _command_text(command: str | list[str] | tuple[str, ...] | None) -> str:
