@@ -159,6 +159,16 @@ def failed_checks(checks: list[dict]) -> str:
     return text
 
 
+def gc(data: dict) -> str:
+    """What `worktrees gc` removed and deleted, then what it kept, each with why."""
+    branches = data["branches"]
+    lines = [f"removed {r['path']} ({r['why']})" for r in data["removed"]]
+    lines += [f"deleted branch {b['branch']} ({b['why']})" for b in branches["deleted"]]
+    lines += [f"kept {k['path']} ({k['why']})" for k in data["kept"]]
+    lines += [f"kept branch {b['branch']} ({b['why']})" for b in branches["kept"]]
+    return "\n".join(lines) or "nothing to remove"
+
+
 def delegate_next(data: dict) -> list[str]:
     """What to do after `delegate`: merge the verified patch, or look at what went wrong and discard it."""
     job, task = data["id"][:12], data["tasks"][0]["id"] if data["tasks"] else "delegate"

@@ -643,10 +643,13 @@ def test_worktrees_gc_removes_merged_clean_worktrees_and_keeps_failed_and_dirty_
     out = gc.json()
     assert [(r["path"], r["why"]) for r in out["removed"]] == [(str(merged.worktree), "branch merged")]
     kept = {k["path"]: k["why"] for k in out["kept"]}
-    assert kept == {str(dirty.worktree): "holds uncommitted work", str(failed.worktree): "not merged, task not cancelled"}
+    assert kept == {
+        str(dirty.worktree): "holds uncommitted work",
+        str(failed.worktree): "task failed, not merged into any branch outside swarm/ (--force removes it)",
+    }
     assert not merged.worktree.exists()
     assert (dirty.worktree / "NEW.md").read_text() == "edited after the merge\n" and failed.worktree.exists()
-    assert rev(project, merged.branch)  # the branch itself is kept
+    assert not git(project, "for-each-ref", merged.branch)  # merged: its branch went with its worktree (tests/engine/delegation/test_gc.py)
     assert {w["job"] for w in cli(project, "--json", "worktrees", "list").json()["worktrees"]} == {dirty.job, failed.job}
     assert cli(project, "--json", "worktrees", "gc").json()["removed"] == []
 
