@@ -203,7 +203,7 @@ def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, fol
     suffix = f" (repair round {round_})" if round_ else ""
     subject = shorten(first, SUBJECT_CHARS - len(suffix)) if first else f"gitswarm: {ctx.job}/{ctx.task}"
     paragraphs = [subject + suffix]
-    if instruction != subject:
+    if instruction and instruction != subject:
         paragraphs.append(instruction)
     continued = f", following up on {follow_up.head[:12]}" if follow_up is not None and follow_up.head else ""
     paragraphs.append(
