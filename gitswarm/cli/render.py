@@ -169,14 +169,10 @@ def gc(data: dict) -> str:
     return "\n".join(lines) or "nothing to remove"
 
 
-def delegate_next(data: dict) -> list[str]:
-    """What to do after `delegate`: merge the verified patch, or look at what went wrong and discard it."""
-    return next_steps(data)
-
-
 def next_steps(data: dict) -> list[str]:
-    """What to do after a job ran (`show JOB`'s view): merge each task's verified patch; for a task that
-    failed or was cancelled, or whose patch stands unverified, look at what happened and throw the attempt away."""
+    """What to do after a job ran (`show JOB`'s view; `delegate`, `follow-up`, `work`): merge each task's verified
+    patch; for a task that failed or was cancelled, or whose patch stands unverified, look at what happened and
+    throw the attempt away."""
     job, tasks = data["id"][:12], data["tasks"]
     latest = {p["task"]: p for p in (data.get("summary") or {}).get("patches") or []}  # each task's last patch
     steps = []

@@ -106,7 +106,7 @@ def delegate(
         c.output.result(data, str)
     else:
         print_markdown(data["summary"]["text"])
-        for line in render.delegate_next(data):
+        for line in render.next_steps(data):
             c.output.info(line)
     if data["status"] != "succeeded":
         raise typer.Exit(EXIT_FAILED)
