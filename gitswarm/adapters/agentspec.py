@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import string
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,6 +29,9 @@ PLACEHOLDERS = frozenset(
     {"prompt", "prompt_file", "workdir", "scratch", "model", "schema", "schema_file", "usage_file", "budget_usd", "session"}
 )
 Arg = str | list[str]  # a list is an optional group: dropped when one of its placeholders is empty
+#: `executable = "{python}"`: the Python interpreter gitswarm itself runs in (`sys.executable`), which can
+#: import gitswarm's own modules (the shipped `scripted` spec runs `-m gitswarm.scripted_agent` with it).
+PYTHON_EXECUTABLE = "{python}"
 
 
 class Selector(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -198,7 +202,16 @@ def load_spec_chain(path: Path, dirs: Sequence[Path] | None = None) -> tuple[Age
         message = str(exc).replace("Object contains unknown field", "unknown key")
         raise BadInput(f"{source}: {message}") from None
     _check(spec, source)
-    return spec, chain
+    return _interpreter(spec, source), chain
+
+
+def _interpreter(spec: AgentSpec, source: str) -> AgentSpec:
+    """The spec with `executable = "{python}"` made the path of the interpreter gitswarm runs in."""
+    if spec.executable != PYTHON_EXECUTABLE:
+        return spec
+    if not sys.executable:  # an embedded interpreter may not know its own path
+        raise BadInput(f"{source}: executable {PYTHON_EXECUTABLE}: this Python does not know the path of its interpreter")
+    return msgspec.structs.replace(spec, executable=sys.executable)
 
 
 def _check(spec: AgentSpec, source: str) -> None:

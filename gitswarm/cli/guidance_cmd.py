@@ -37,7 +37,7 @@ def follow_up(
             print_markdown(data["summary"]["text"])
         recorded = data["follow_up"]
         c.output.info(f"follow-up {recorded['op'][:12]} of {recorded['job'][:12]}/{recorded['task']}: {data['outcome']}")
-        for line in render.delegate_next(data):
+        for line in render.next_steps(data):
             c.output.info(line)
     if data["outcome"] != "succeeded":
         raise typer.Exit(EXIT_FAILED)

@@ -78,15 +78,17 @@ def worktrees_list(ctx: typer.Context) -> None:
 
 
 @worktrees_app.command("gc")
-def worktrees_gc(ctx: typer.Context) -> None:
-    """Remove clean worktrees whose branch was merged or whose task was cancelled."""
-    from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
+def worktrees_gc(
+    ctx: typer.Context,
+    force: Annotated[
+        bool, typer.Option("--force", help="Also finished tasks' unmerged branches and clean worktrees (their commits are lost).")
+    ] = False,
+) -> None:
+    """Remove clean worktrees and swarm/ branches whose work was merged (or task cancelled); say what is kept and why."""
+    from gitswarm.engine.delegation import gc  # deferred: see the note at the imports
 
     c = _ctx(ctx)
-    c.output.result(
-        patches.worktree_gc(c.swarm()),
-        lambda d: "\n".join([f"removed {r['path']} ({r['why']})" for r in d["removed"]] + [f"kept {k['path']} ({k['why']})" for k in d["kept"]]) or "nothing to remove",
-    )
+    c.output.result(gc.worktree_gc(c.swarm(), force), render.gc)
 
 
 @worktrees_app.command("discard")

@@ -159,15 +159,39 @@ def failed_checks(checks: list[dict]) -> str:
     return text
 
 
-def delegate_next(data: dict) -> list[str]:
-    """What to do after `delegate`: merge the verified patch, or look at what went wrong and discard it."""
-    job, task = data["id"][:12], data["tasks"][0]["id"] if data["tasks"] else "delegate"
-    patches = (data.get("summary") or {}).get("patches") or []
-    verified = [p for p in patches if p["verified"]]
-    if data["status"] == "succeeded" and verified:
-        return [f"next: gitswarm merge {verified[-1]['id'][:12]}    (the patch passed its checks)"]
-    steps = [f"gitswarm show {job}    (what happened)", f"gitswarm output {job}/{task}    (what its last run or check printed)"]
-    if patches:
-        steps.append(f"gitswarm diff {patches[-1]['id'][:12]}    (the change it made, not verified)")
-    steps.append(f"gitswarm worktrees discard {job}/{task}    (throw the attempt away)")
+def gc(data: dict) -> str:
+    """What `worktrees gc` removed and deleted, then what it kept, each with why."""
+    branches = data["branches"]
+    lines = [f"removed {r['path']} ({r['why']})" for r in data["removed"]]
+    lines += [f"deleted branch {b['branch']} ({b['why']})" for b in branches["deleted"]]
+    lines += [f"kept {k['path']} ({k['why']})" for k in data["kept"]]
+    lines += [f"kept branch {b['branch']} ({b['why']})" for b in branches["kept"]]
+    return "\n".join(lines) or "nothing to remove"
+
+
+def next_steps(data: dict) -> list[str]:
+    """What to do after a job ran (`show JOB`'s view; `delegate`, `follow-up`, `work`): merge each task's verified
+    patch; for a task that failed or was cancelled, or whose patch stands unverified, look at what happened and
+    throw the attempt away."""
+    job, tasks = data["id"][:12], data["tasks"]
+    latest = {p["task"]: p for p in (data.get("summary") or {}).get("patches") or []}  # each task's last patch
+    steps = []
+    for task in tasks:
+        patch = latest.get(task["id"])
+        if task["state"] == "succeeded" and patch is not None and patch["verified"]:
+            whose = "the patch" if len(tasks) == 1 else f"the patch of {task['id']}"
+            steps.append(f"gitswarm merge {patch['id'][:12]}    ({whose} passed its checks)")
+    troubled = [
+        t for t in tasks
+        if t["state"] in ("failed", "cancelled") or (t["state"] == "succeeded" and t["id"] in latest and not latest[t["id"]]["verified"])
+    ]
+    if troubled:
+        steps.append(f"gitswarm show {job}    (what happened)")
+    for task in troubled:
+        steps.append(f"gitswarm output {job}/{task['id']}    (what its last run or check printed)")
+        if task["id"] in latest:
+            steps.append(f"gitswarm diff {latest[task['id']]['id'][:12]}    (the change it made, not verified)")
+        if task["mode"] == "implement":
+            steps.append(f"gitswarm worktrees discard {job}/{task['id']}    (throw the attempt away)")
+    steps = steps or [f"gitswarm show {job}    (its tasks and what they left)"]
     return [("next: " if n == 0 else "      ") + step for n, step in enumerate(steps)]

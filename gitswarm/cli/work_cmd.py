@@ -70,11 +70,19 @@ def work(
         c.output.info(f"gitswarm: tasks for adapter {name} were not run: {reason}")
     for job_id, why in sorted(data["skipped"].items()):
         c.output.info(f"gitswarm: skipped job {job_id}: {why} (gitswarm approve {job_id[:12]} to run it here)")
-    c.output.result(
-        data,
-        lambda d: f"done; summaries written for {render.plural(len(d['jobs']), 'job')}"
-        + (f"; {render.plural(len(d['skipped']), 'job')} skipped, awaiting approval" if d["skipped"] else ""),
-    )
+    if c.output.json_mode or not data["jobs"]:
+        c.output.result(
+            data,
+            lambda d: "done; no job finished"
+            + (f"; {render.plural(len(d['skipped']), 'job')} skipped, awaiting approval" if d["skipped"] else ""),
+        )
+        return
+    for job_id in data["jobs"]:  # each finished job's summary, then what to do next, as `delegate` ends
+        view = swarm.show(job_id)
+        if "summary" in view:
+            print_markdown(view["summary"]["text"])
+        for line in render.next_steps(view):
+            c.output.info(line)
 
 
 def delegate(
@@ -98,7 +106,7 @@ def delegate(
         c.output.result(data, str)
     else:
         print_markdown(data["summary"]["text"])
-        for line in render.delegate_next(data):
+        for line in render.next_steps(data):
             c.output.info(line)
     if data["status"] != "succeeded":
         raise typer.Exit(EXIT_FAILED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 
@@ -50,7 +51,21 @@ def test_the_smallest_spec_is_just_an_executable(tmp_path: Path) -> None:
 
 def test_shipped_specs_are_found() -> None:
     names = {p.stem for p in SHIPPED_SPECS}
-    assert {"claude-code", "codex", "gemini", "aider", "hermes", "omp"} <= names
+    assert {"claude-code", "codex", "gemini", "aider", "hermes", "omp", "scripted"} <= names
+
+
+def test_the_python_placeholder_is_the_interpreter_gitswarm_runs_in(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, 'executable = "{python}"\nargs = ["-m", "gitswarm.scripted_agent", "{prompt}"]\n'))
+    assert spec.executable == sys.executable
+    assert load_spec(SHIPPED / "scripted.toml").executable == sys.executable
+    # only the whole value: a name that merely holds it is taken as it is written
+    assert load_spec(write(tmp_path, 'executable = "my-{python}"\n')).executable == "my-{python}"
+
+
+def test_the_python_placeholder_without_a_known_interpreter_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", "")
+    message = refused(tmp_path, 'executable = "{python}"\n')
+    assert message.endswith("executable {python}: this Python does not know the path of its interpreter")
 
 
 def _words(raw: dict) -> list[str]:

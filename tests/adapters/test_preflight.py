@@ -56,3 +56,13 @@ def test_only_literal_modules_of_a_python_are_checked(repo: Path, tmp_path: Path
     assert check(repo)[1]["ok"]
     register(repo, python, 'args = ["-m", "{model}", "{prompt}"]\n')
     assert check(repo)[1]["ok"]
+
+
+def test_the_shipped_scripted_spec_runs_the_python_gitswarm_runs_in_and_passes(repo: Path) -> None:
+    """No spec of the repository's own: the shipped `scripted.toml` says `executable = "{python}"`."""
+    assert not (repo / ".gitswarm").exists()
+    code, row = check(repo)
+    assert code == 0 and row["ok"], row
+    listed = {a["name"]: a for a in cli(repo, "--json", "adapters", "list").json()}
+    assert listed["scripted"]["executable"] == sys.executable and listed["scripted"]["capabilities"] == []
+    assert listed["scripted"]["source"].endswith("scripted.toml") and ".gitswarm" not in listed["scripted"]["source"]

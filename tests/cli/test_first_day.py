@@ -296,10 +296,12 @@ def test_output_of_a_task_that_has_not_run(repo: Path, job: str) -> None:
     assert result.code == 2 and result.err == f"gitswarm: task {job[:12]}/test has no output yet (it is blocked)\n"
 
 
-def test_work_counts_jobs_in_words(repo: Path, job: str) -> None:
+def test_work_ends_with_the_jobs_summary_and_says_so_when_none_finished(repo: Path, job: str) -> None:
     done = cli(repo, "work", "--until-idle", "-j", "1")
     assert done.code == 0, done.err
-    assert done.out == "done; summaries written for 1 job\n"
+    assert done.out == cli(repo, "--json", "show", job).json()["summary"]["text"]  # tests/cli/test_run_work.py: the next steps
+    idle = cli(repo, "work", "--until-idle", "-j", "1")
+    assert idle.code == 0 and idle.out == "done; no job finished\n"
 
 
 def test_json_through_a_pipe_is_escaped_as_in_process(repo: Path) -> None:

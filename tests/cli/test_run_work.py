@@ -179,3 +179,43 @@ def test_bad_worker_options_exit_2_and_write_nothing(repo: Path, args: tuple[str
 def test_work_on_an_unknown_job_exits_2(repo: Path) -> None:
     result = cli(repo, "work", "--job", "01zzzzzzzz")
     assert result.code == 2 and result.err.startswith("gitswarm: ") and result.err.count("\n") == 1
+
+
+def next_lines(err: str) -> list[str]:
+    """Every `next:` block on stderr (progress there is JSON lines), each as its lines."""
+    blocks: list[list[str]] = []
+    for line in err.splitlines():
+        if line.startswith("next: "):
+            blocks.append([])
+        if blocks and not line.startswith("{"):
+            blocks[-1].append(line.strip())
+    return blocks
+
+
+def test_work_ends_with_each_jobs_summary_and_what_to_do_next(repo: Path) -> None:
+    fix = (
+        'id = "fix"\nmode = "implement"\nadapter = "scripted"\nprompt = "write fixed.txt: yes"\n'
+        'checks = ["test -s fixed.txt"]'
+    )
+    lint = 'id = "lint"\ncommand = "echo no lint here; exit 3"\nmax_attempts = 1'
+    done_job = cli(repo, "--json", "submit", write(repo, fix, lint)).json()["id"]
+    quiet_job = cli(repo, "--json", "submit", write(repo, OK, name="quiet.toml", goal="a quiet job")).json()["id"]
+    worked = cli(repo, "work", "--until-idle", "-j", "2")
+    assert worked.code == 0, worked.err
+    shown = {job: cli(repo, "--json", "show", job).json() for job in (done_job, quiet_job)}
+    # stdout: each finished job's summary, in the order of their ids (as `--json work` lists them)
+    assert worked.out == "".join(shown[job]["summary"]["text"] for job in sorted(shown))
+    (patch,) = shown[done_job]["summary"]["patches"]
+    assert patch["verified"]
+    blocks = dict(zip(sorted(shown), next_lines(worked.err)))
+    assert blocks[done_job] == [
+        f"next: gitswarm merge {patch['id'][:12]}    (the patch of fix passed its checks)",
+        f"gitswarm show {done_job[:12]}    (what happened)",
+        f"gitswarm output {done_job[:12]}/lint    (what its last run or check printed)",
+    ]
+    assert blocks[quiet_job] == [f"next: gitswarm show {quiet_job[:12]}    (its tasks and what they left)"]
+    assert "summaries written" not in worked.out + worked.err
+    # with --json, the one document it always was
+    again = cli(repo, "--json", "work", "--until-idle")
+    assert again.code == 0 and json.loads(again.out) == {"jobs": [], "unusable": {}, "skipped": {}}
+

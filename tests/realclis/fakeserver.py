@@ -28,7 +28,7 @@ import threading
 import uuid
 
 ANALYZE_MARK = "Answer with exactly one JSON object"  # gitswarm/engine/knowledge/packet.py ANALYZE_ANSWER
-REPAIR_MARK = "Fix it in this worktree."  # gitswarm/engine/delegation/attempt.py _repair_prompt
+REPAIR_MARK = "Fix it in this worktree."  # gitswarm/engine/delegation/repair.py FIX_IT
 FIELDS = ("target", "content", "final", "structured", "write_tool", "tool_input")
 
 

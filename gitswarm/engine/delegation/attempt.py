@@ -5,7 +5,8 @@ it, a repair round continues on it), copy the include files, run the setup
 command, run the agent, commit what it left, make the PATCH artifact, and
 verify it on a clean checkout. A rejected patch goes back to the agent with
 what failed, up to the task's repair rounds; each round is a new commit and
-a new verdict.
+a new verdict, but for a round that only repeats a rejected change
+(engine/delegation/repair.py): not checked again, and two in a row end it.
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ import msgspec
 from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext, Runner, execute
 from gitswarm.adapters.shell import tail
 from gitswarm.engine.delegation.integrity import Watch, describe, snapshot, violations
+from gitswarm.engine.delegation.repair import Rejected, Rounds, repair_prompt, repeat_prompt, why
 from gitswarm.engine.delegation.verify import changed_judges, rules_of, verify
-from gitswarm.model.artifacts import Artifact, Check, Patch, Verdict
+from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.errors import GitswarmError
-from gitswarm.model.evidence import held_for_review, judges_line, why_rejected
 from gitswarm.model.late_instructions import FollowUp
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.checkouts import Checkouts
 from gitswarm.store.gitrepo import GitRepo
 from gitswarm.store.worktrees import Worktree, Worktrees, WorktreeViolation
 
-REPAIR_TAIL_LINES = 40
 SUBJECT_CHARS = 72
 
 
@@ -88,6 +88,7 @@ class Delegation:
             if setup.exit_code != 0:
                 return Outcome(ok=False, error=f"setup failed ({setup.stopped or f'exit {setup.exit_code}'}): {tail(setup.stderr, 1)}")
         artifacts: list[Artifact] = []
+        rounds = Rounds()
         watch = Watch(self.repo.workdir, self.repo.common_dir, worktree.path, self.worktrees.root)
         for round_ in range(spec.repair_rounds + 1):
             steer = self.guidance(round_) if round_ and self.guidance is not None else ""
@@ -115,6 +116,14 @@ class Delegation:
             if not captured.files:
                 error = "no-op: the agent changed nothing" + (f" ({said.error})" if said.error else "")
                 return Outcome(ok=False, error=error, artifacts=artifacts)
+            tree = self.repo.commit_info(captured.head).tree
+            repeated = rounds.seen(round_, tree)
+            if repeated is not None:  # the same files as a rejected round: the same checks would say the same
+                if rounds.stop:
+                    return Outcome(ok=False, error=rounds.repeated_error(), artifacts=artifacts, retryable=False)
+                repair = repeat_prompt(self.repo.read_blob, instruction or "", round_, captured.head, repeated)
+                ctx = dataclasses.replace(ctx, prompt=repair)
+                continue
             patch = Patch(
                 job=ctx.job,
                 task=ctx.task,
@@ -145,33 +154,16 @@ class Delegation:
                 return Outcome(ok=True, artifacts=artifacts)
             if lost():
                 return Outcome(ok=False, error="lease lost")
-            ctx = dataclasses.replace(ctx, prompt=self._repair_prompt(instruction or "", verification.checks, verification.verdict))
-        rounds = spec.repair_rounds
-        last = verification.verdict
-        why = judges_line(last.judges) + ": a person must review it" if held_for_review(last) else why_rejected(last)
+            rejected = Rejected(round_, captured.head, tree, verification.checks, verification.verdict)
+            rounds.reject(rejected)
+            ctx = dataclasses.replace(ctx, prompt=repair_prompt(self.repo.read_blob, instruction or "", rejected))
+        # Round 0 is never a repeat: every attempt that gets here had one rejected.
+        last = rounds.repeats[-1][1] if rounds.repeats else rejected
+        again = f" (round {spec.repair_rounds} repeated round {last.round}'s change, not checked again)" if rounds.repeats else ""
         return Outcome(
-            ok=False, error=f"rejected after {rounds} repair round(s): {why}", artifacts=artifacts, retryable=False
+            ok=False, error=f"rejected after {spec.repair_rounds} repair round(s): {why(last.verdict)}{again}",
+            artifacts=artifacts, retryable=False,
         )
-
-    def _repair_prompt(self, instruction: str, checks: list[Check], verdict: Verdict) -> str:
-        lines = [instruction, "", f"Your change (commit {verdict.head[:12]}) was rejected: {verdict.status}/{verdict.integrity}/{verdict.contract}."]
-        if verdict.judges:
-            lines.append(
-                f"It changes files that judge it ({', '.join(verdict.judges)}): the checks ran with their base version, and "
-                "a change to them is never accepted by the checks. Fix the code, not the tests or the checks; put those files back."
-            )
-        lines += [f"- {flag}" for flag in verdict.flags]
-        if "require" in verdict.evidence:
-            lines.append(f"- {verdict.evidence['require']}")
-        for check in checks:
-            if not check.passed:
-                output = b""
-                for ref in (check.stderr, check.stdout):
-                    if ref is not None:
-                        output += self.repo.read_blob(ref.oid)
-                lines += [f"The check `{check.command}` failed (exit {check.exit_code}):", tail(output, REPAIR_TAIL_LINES)]
-        lines.append("Fix it in this worktree.")
-        return "\n".join(lines)
 
 
 class _Stocker:
@@ -196,9 +188,10 @@ class _Stocker:
 def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, follow_up: FollowUp | None = None) -> str:
     """The message of the commit gitswarm makes of an agent's work.
 
-    The subject is the instruction's first line (a repair round says which;
-    a follow-up's instruction is its own); the body the whole instruction
-    when it is longer, a line naming the task, and the trailers
+    The subject is the instruction's first line, or as much of it as fits
+    in 72 characters cut after a whole word, with `…` (a repair round says
+    which; a follow-up's instruction is its own); the body the whole
+    instruction when the subject is not all of it, a line naming the task, and the trailers
     `Gitswarm-Job`, `Gitswarm-Task`, `Gitswarm-Attempt`, `Gitswarm-Round`
     and, for a follow-up, `Gitswarm-Follow-Up` (its op id). The patch and
     verdict ids cannot be in it: the patch (whose id hashes its head) and
@@ -208,10 +201,9 @@ def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, fol
     instruction = (given or _command_text(spec.command)).strip()
     first = next((line.strip() for line in instruction.splitlines() if line.strip()), "")
     suffix = f" (repair round {round_})" if round_ else ""
-    room = SUBJECT_CHARS - len(suffix)
-    subject = (first if len(first) <= room else first[: room - 1].rstrip() + "…") if first else f"gitswarm: {ctx.job}/{ctx.task}"
+    subject = shorten(first, SUBJECT_CHARS - len(suffix)) if first else f"gitswarm: {ctx.job}/{ctx.task}"
     paragraphs = [subject + suffix]
-    if instruction != first:
+    if instruction and instruction != subject:
         paragraphs.append(instruction)
     continued = f", following up on {follow_up.head[:12]}" if follow_up is not None and follow_up.head else ""
     paragraphs.append(
@@ -222,6 +214,16 @@ def commit_message(spec: TaskSpec, ctx: RunContext, round_: int, agent: str, fol
         trailers += f"\nGitswarm-Follow-Up: {follow_up.op}"
     paragraphs.append(trailers)
     return "\n\n".join(paragraphs) + "\n"
+
+
+def shorten(line: str, room: int) -> str:
+    """`line` when it fits in `room` characters; else cut at its last word boundary that leaves room for
+    `…`, never inside a word (only a first word longer than the room is cut), trailing punctuation dropped."""
+    if len(line) <= room:
+        return line
+    spaces = [n for n, char in enumerate(line[:room]) if char.isspace()]  # line[n] follows a whole word
+    kept = line[: spaces[-1]].rstrip().rstrip(",;:-") if spaces else ""
+    return (kept or line[: room - 1]).rstrip() + "…"
 
 
 def _command_text(command: str | list[str] | tuple[str, ...] | None) -> str:

@@ -1,7 +1,8 @@
 """`worktrees discard JOB/TASK`: remove a finished task's worktree and its branch, on purpose.
 
-`worktrees gc` stays conservative (merged or cancelled, clean); a failed
-delegation's branch and worktree are removed only when the user asks. Only
+`worktrees gc` stays conservative (engine/delegation/gc.py: merged work, clean
+worktrees; unmerged branches only with --force); a failed delegation's branch
+and worktree are removed when the user asks, one task at a time. Only
 ever the task's own branch `swarm/<job>/<task>` (moved by compare-and-swap
 from the tip that was checked) and the task's own worktree; refused, with
 nothing removed, for a task that may still run, a branch that was merged

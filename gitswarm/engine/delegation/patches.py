@@ -1,4 +1,4 @@
-"""What `diff`, `verify`, `merge`, `delegate` and `worktrees` do with patches and worktrees."""
+"""What `diff`, `verify`, `merge`, `delegate` and `worktrees list` do with patches and worktrees (`worktrees gc`: gc.py)."""
 
 from __future__ import annotations
 
@@ -27,13 +27,12 @@ from gitswarm.engine.knowledge.memory import auto_promote
 from gitswarm.engine.notify.notifier import Notifier
 from gitswarm.engine.results import MergeResult, Verified
 from gitswarm.engine.swarm import Swarm
-from gitswarm.model.artifacts import BlobRef, Decision, Patch
+from gitswarm.model.artifacts import BlobRef, Patch
 from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
 from gitswarm.model.evidence import held_for_review, judges_line, why_rejected
 from gitswarm.model.ids import check_branch_ref
 from gitswarm.model.provenance import latest_by_gitswarm
 from gitswarm.model.spec import toml_string
-from gitswarm.store.checkouts import CHECKOUTS_DIR, Checkouts
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.trust import Trust
 from gitswarm.store.workspace import has_tracked_changes
@@ -207,48 +206,6 @@ def worktree_list(swarm: Swarm) -> dict:
         state = swarm.index.task_state(job, task)
         out.append({**entry, "job": job, "task": task, "state": state, "clean": trees.is_clean(Path(entry["path"]))})
     return {"worktrees": out}
-
-
-def worktree_gc(swarm: Swarm) -> dict:
-    """Remove worktrees whose branch was merged or whose task was cancelled, and only clean ones;
-    and the idle clean checkouts kept for checks (`checkouts`: they hold nothing but a copy of a commit)."""
-    trees = worktrees_of(swarm)
-    removed, kept = [], []
-    for entry in worktree_list(swarm)["worktrees"]:
-        reason = _gc_reason(swarm, entry)
-        if reason is None or not entry["clean"]:
-            kept.append({"path": entry["path"], "why": "holds uncommitted work" if reason else "not merged, task not cancelled"})
-            continue
-        trees.remove(Path(entry["path"]))
-        removed.append({"path": entry["path"], "why": reason})
-    checkouts = [path for root in sorted(_checkout_roots(trees)) for path in Checkouts(trees.repo_dir, root).clear()]
-    trees.prune()
-    return {"removed": removed, "kept": kept, "checkouts": checkouts}
-
-
-def _checkout_roots(trees: Worktrees) -> set[Path]:
-    """Today's root and every root that still has pooled checkouts (`<root>/checkouts/<n>`, detached)."""
-    roots = {trees.root}
-    for entry in trees.every():
-        path = Path(entry["path"])
-        if not entry["branch"] and path.parent.name == CHECKOUTS_DIR and path.name.isdigit():
-            roots.add(path.parent.parent)
-    return roots
-
-
-def _gc_reason(swarm: Swarm, entry: dict) -> str | None:
-    if entry["state"] == "cancelled":
-        return "task cancelled"
-    if entry["job"] not in swarm.index.job_ids():
-        return None
-    snapshot = swarm.refs.snapshot(entry["job"], swarm.index.job_tip(entry["job"]))
-    for artifact_id in snapshot.task(entry["task"]).artifacts:
-        artifact = snapshot.artifact(artifact_id)
-        if isinstance(artifact, Decision) and artifact.title.startswith("merged patch") and artifact.rationale.endswith(
-            f"head {entry['head']}"
-        ):
-            return "branch merged"
-    return None
 
 
 def delegation_spec(instruction: str, adapter: str, checks: list[str], base: str | None) -> str:

@@ -8,7 +8,6 @@ look around afterwards; removing that directory removes the whole demo.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -86,8 +85,8 @@ TEST_CALC = "from calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) gave {ad
 
 
 def make_demo_repo(root: Path | None = None) -> Path:
-    """A new repository with a small buggy project, the scripted agent's adapter spec and the job
-    spec, at `repo` in a new scratch directory (under `root`, default the system's temporary one)."""
+    """A new repository with a small buggy project and the job spec, at `repo` in a new scratch directory
+    (under `root`, default the system's temporary one). The scripted agent is a shipped adapter (adapters/scripted.toml)."""
     path = Path(tempfile.mkdtemp(prefix="gitswarm-demo-", dir=root)) / "repo"
     path.mkdir()
     init_repo(path)
@@ -95,11 +94,6 @@ def make_demo_repo(root: Path | None = None) -> Path:
     (path / "calc.py").write_text(CALC)
     (path / "test_calc.py").write_text(TEST_CALC)
     (path / ".gitignore").write_text("build/\n.tried\n__pycache__/\njob.toml\n")
-    adapters = path / ".gitswarm" / "adapters"
-    adapters.mkdir(parents=True)
-    (adapters / "scripted.toml").write_text(
-        f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
-    )
     commit_everything(path, "A tiny project with a bug")
     (path / "job.toml").write_text(DEMO_SPEC.replace("{python}", shlex.quote(sys.executable)))
     return path

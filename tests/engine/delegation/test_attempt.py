@@ -643,10 +643,13 @@ def test_worktrees_gc_removes_merged_clean_worktrees_and_keeps_failed_and_dirty_
     out = gc.json()
     assert [(r["path"], r["why"]) for r in out["removed"]] == [(str(merged.worktree), "branch merged")]
     kept = {k["path"]: k["why"] for k in out["kept"]}
-    assert kept == {str(dirty.worktree): "holds uncommitted work", str(failed.worktree): "not merged, task not cancelled"}
+    assert kept == {
+        str(dirty.worktree): "holds uncommitted work",
+        str(failed.worktree): "task failed, not merged into any branch outside swarm/ (--force removes it)",
+    }
     assert not merged.worktree.exists()
     assert (dirty.worktree / "NEW.md").read_text() == "edited after the merge\n" and failed.worktree.exists()
-    assert rev(project, merged.branch)  # the branch itself is kept
+    assert not git(project, "for-each-ref", merged.branch)  # merged: its branch went with its worktree (tests/engine/delegation/test_gc.py)
     assert {w["job"] for w in cli(project, "--json", "worktrees", "list").json()["worktrees"]} == {dirty.job, failed.job}
     assert cli(project, "--json", "worktrees", "gc").json()["removed"] == []
 
@@ -710,8 +713,27 @@ def test_a_commit_subject_is_the_instructions_first_line_shortened_or_the_task_w
     ctx = RunContext("01jobjobjobjobjobjobjobjob", "fix", 2, Path("."), {})
     long = TaskSpec(id="fix", seq=0, mode="implement", prompt="\n  " + "word " * 30 + "\nmore")
     subject = commit_message(long, ctx, 1, "codex").splitlines()[0]
-    assert len(subject) == 72 and subject.endswith("… (repair round 1)") and subject.startswith("word word")
+    assert subject == "word " * 10 + "word… (repair round 1)" and len(subject) == 72
     shell = TaskSpec(id="fix", seq=0, mode="implement", command=["sed", "-i", "s/a b/c/", "f"])
     assert commit_message(shell, ctx, 0, "shell").startswith("sed -i 's/a b/c/' f\n\nMade by shell through gitswarm")
     empty = TaskSpec(id="fix", seq=0, mode="implement", prompt="   ")
-    assert commit_message(empty, ctx, 0, "x").splitlines()[0] == "gitswarm: 01jobjobjobjobjobjobjobjob/fix"
+    assert commit_message(empty, ctx, 0, "x").startswith("gitswarm: 01jobjobjobjobjobjobjobjob/fix\n\nMade by x through gitswarm")
+
+
+def test_a_long_subject_is_cut_after_a_whole_word_and_the_body_keeps_the_whole_instruction() -> None:
+    ctx = RunContext("01jobjobjobjobjobjobjobjob", "fix", 1, Path("."), {})
+    instruction = "Rename the configuration loader to settings_loader and update every caller, including the plugin registry"
+    message = commit_message(TaskSpec(id="fix", seq=0, mode="implement", prompt=instruction), ctx, 0, "codex")
+    subject, blank, body = message.split("\n")[:3]
+    assert subject == "Rename the configuration loader to settings_loader and update every…"
+    assert len(subject) <= 72 and blank == "" and body == instruction  # nothing of it is lost
+    repaired = commit_message(TaskSpec(id="fix", seq=0, mode="implement", prompt=instruction), ctx, 2, "codex")
+    assert repaired.splitlines()[0] == "Rename the configuration loader to settings_loader and… (repair round 2)"
+    # one word longer than a subject is the only thing ever cut inside
+    url = "https://example.com/" + "a" * 80
+    assert commit_message(TaskSpec(id="fix", seq=0, mode="implement", prompt=f"Fetch {url}"), ctx, 0, "x").split("\n")[:3] == [
+        "Fetch…", "", f"Fetch {url}"
+    ]
+    assert commit_message(TaskSpec(id="fix", seq=0, mode="implement", prompt=url), ctx, 0, "x").splitlines()[0] == url[:71] + "…"
+    fits = commit_message(TaskSpec(id="fix", seq=0, mode="implement", prompt="Fix the parser"), ctx, 0, "x")
+    assert fits.startswith("Fix the parser\n\nMade by x through gitswarm")  # a subject that is all of it: no body
