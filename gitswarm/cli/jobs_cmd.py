@@ -10,6 +10,7 @@ import typer
 from gitswarm.cli import reads, render
 from gitswarm.cli.context import _ctx
 from gitswarm.cli.options import ApproveOption, JobArg, OverlapOption, RemoteOption
+from gitswarm.engine.jobs.kept import offer_kept
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
@@ -126,7 +127,17 @@ def retry(ctx: typer.Context, task: Annotated[str, typer.Argument(metavar="TASK"
 
 
 def recover(ctx: typer.Context) -> None:
-    """Requeue tasks whose leases expired (or fail them past max_attempts)."""
+    """Requeue tasks whose leases expired (or fail them past max_attempts); record results kept while a job's ref was gone."""
     c = _ctx(ctx)
-    data = c.swarm().recover()
-    c.output.result(data, lambda d: f"requeued {len(d['expired'])} expired leases" + "".join(f"\n  {t}" for t in d["expired"]))
+    swarm = c.swarm()
+    data = swarm.recover()
+    data["kept"] = offer_kept(swarm)
+    c.output.result(data, _recovered_text)
+
+
+def _recovered_text(data: dict) -> str:
+    text = f"requeued {len(data['expired'])} expired leases" + "".join(f"\n  {t}" for t in data["expired"])
+    for kept in data["kept"]:
+        what = f"{kept['job']}/{kept['task']}" if "job" in kept else kept["file"]
+        text += f"\nkept result of {what}: {kept['outcome']}"
+    return text

@@ -13,8 +13,9 @@ from gitswarm.engine.jobs.supervisor import Supervisor, WorkOptions
 from gitswarm.engine.notify.notifier import Notifier, Watch
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Summary, artifact_id
-from gitswarm.model.errors import BadInput
+from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.records import FINISHED
+from gitswarm.store.kept_results import KeptResults
 
 if TYPE_CHECKING:
     from gitswarm.engine.machines.arbiter import Arbiter
@@ -141,6 +142,11 @@ def run(
     for notice in swarm.notices:
         on_event({"event": "notice", "message": notice})
     worked = work(swarm, replace(options, job=job_id, until_idle=False), on_event)
+    if swarm.index.job(job_id) is None:  # its ref deleted, or made to hold no commit, while it ran
+        raise WorkFailed(
+            f"job {job_id}: its ref was deleted or broken while it ran; what finished is kept "
+            f"in {KeptResults(swarm.common_dir).dir}: gitswarm recover records it once the job is back"
+        )
     view = swarm.show(job_id)
     if worked["unusable"]:
         view["unusable"] = worked["unusable"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,11 +23,12 @@ from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import Registry, repo_registry
 from gitswarm.engine.config import worktree_root
 from gitswarm.model.artifacts import BlobRef
-from gitswarm.model.errors import BadInput, LeaseLost
+from gitswarm.model.errors import BadInput, CorruptRecord, LeaseLost, NotFound
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 from gitswarm.model.records import runs_in_users_tree
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
+from gitswarm.store.kept_results import KeptResults
 from gitswarm.store.leases import Ask, Lease, Leases, Result
 from gitswarm.store.worktrees import Worktrees
 
@@ -212,13 +214,29 @@ class Worker:
             except sqlite3.DatabaseError as exc:
                 self.guard.recover(exc)
                 self.next_lease = self._write(lease, outcome)
+        except (NotFound, CorruptRecord) as exc:  # the job's ref was deleted, or no longer holds a commit
+            return self._keep(lease, outcome, str(exc))
         except LeaseLost as exc:
+            if self.ledger.index.job(lease.job) is None:  # refused because another worker found the job's ref gone
+                return self._keep(lease, outcome, f"job {lease.job} is gone")
             if self.pipeline is not None:  # never taken up again by this worker, should the remote still hold it
                 self.pipeline.give_up(lease)
             return StepResult(lease, accepted=False, ok=outcome.ok, error=str(exc))
         if outcome.ok and lease.spec.mode == "implement":  # its verdict accepted: memory, if `[memory] auto`
             self.agents().accepted(lease)
         return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
+
+    def _keep(self, lease: Lease, outcome: Outcome, why: str) -> StepResult:
+        """The job's ref is gone from under the attempt: keep its result beside the repository, say so
+        once, forget the job in the index (its ref decides), and go on (store/kept_results.py)."""
+        refs = self.ledger.refs
+        path = KeptResults(refs.repo.common_dir).keep(
+            lease.job, lease.task, lease.token, self.owner, self.clock(), outcome.ok, outcome.error, outcome.artifacts, why
+        )
+        print(f"gitswarm: {lease.job}/{lease.task}: its result could not be written ({why}); kept in {path}: "
+              "gitswarm recover records it once the job is back", file=sys.stderr)
+        self.ledger.index.refresh(refs, [lease.job])
+        return StepResult(lease, accepted=False, ok=outcome.ok, error=f"kept: {why}")
 
     def _write(self, lease: Lease, outcome: Outcome) -> Lease | None:
         o = self.options
@@ -273,6 +291,10 @@ class _Heartbeat:
             if not self.ledger.held(self.lease, now):  # every tick: the agent stops at the deadline, renewed or not
                 raise LeaseLost("lease no longer held")
         except LeaseLost:
+            if self.ledger.index.job(self.lease.job) is None:
+                # The job's ref is gone (deleted, or no commit): nobody can take the task over, so the run goes on
+                # and its result is kept when it cannot be written (Worker._keep).
+                return None
             self.lost = "lease lost"
             return self.lost
         except sqlite3.DatabaseError as exc:
