@@ -123,6 +123,8 @@ def test_a_signal_mid_verify_stops_the_check_records_nothing_and_the_next_verify
     time.sleep(0.3)
     assert not marker.exists()  # nothing of the check runs on
     assert swarm_note(project, head) == notes  # the interrupted run recorded no verdict
+    locks = list(Path(os.environ["XDG_STATE_HOME"]).rglob("locks/checkout-*"))
+    assert locks and [lock.read_text() for lock in locks] == [""] * len(locks)  # every checkout given back
 
     gate.unlink()
     data = verify_again(project, patch)
