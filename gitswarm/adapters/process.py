@@ -4,6 +4,11 @@ The process starts in a new session, so it and every grandchild share one
 process group. Timeout, cancel and Ctrl-C send SIGTERM to the whole group,
 then SIGKILL after a grace period; when the process exits on its own, the
 group is killed too, so no grandchild outlives its task.
+
+A process on its way out calls stop_runs(): from then on every run of it, in
+any thread, kills its group within a tick and raises Interrupted instead of
+returning a result (`gitswarm mcp` on SIGTERM, whose checks run on threads
+of their own: a check cut short is no check result).
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from gitswarm.model.errors import Interrupted
 from gitswarm.model.limits import DEFAULT_OUTPUT_CAP
 
 GRACE_SECONDS = 2.0
@@ -60,6 +67,29 @@ class ProcessResult:
     error: str | None = None  # could not start
 
 
+class _Stopping:
+    """Whether this process stops its runs, and why (stop_runs)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.why = ""
+
+
+_stopping = _Stopping()
+
+
+def stop_runs(why: str) -> None:
+    """Stop every run of this process, now and from now on: each kills its process group (SIGTERM, then
+    SIGKILL after its grace) and raises Interrupted(`why`). Not undone: the process is on its way out."""
+    _stopping.why = why
+    _stopping.event.set()
+
+
+def _refuse_if_stopping(argv: Sequence[str], what: str) -> None:
+    if _stopping.event.is_set():
+        raise Interrupted(f"{_stopping.why}: {argv[0] if argv else 'a command'} {what}")
+
+
 def kill_group(pgid: int, grace: float = GRACE_SECONDS, alive: Callable[[], bool] | None = None) -> None:
     """SIGTERM the group, wait up to `grace` for `alive()` to turn false, then SIGKILL it."""
     try:
@@ -92,7 +122,9 @@ def run_process(
 
     `on_tick` is called about every `tick` seconds while the process runs (the
     worker renews its lease there); `on_start` gets the process group id.
+    After stop_runs() it raises Interrupted: before the start, or once the group is killed.
     """
+    _refuse_if_stopping(argv, "was not started")
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -128,7 +160,9 @@ def run_process(
         exit_fd = _watch_exit(proc.pid, selector)
         while True:
             now = time.monotonic()
-            if timeout is not None and now - start > timeout:
+            if _stopping.event.is_set():
+                stopped = "interrupted"
+            elif timeout is not None and now - start > timeout:
                 stopped = "timeout"
             elif now >= next_tick:
                 next_tick = now + tick
@@ -179,6 +213,8 @@ def run_process(
             if pipe is not None:
                 pipe.close()
     code = proc.wait()
+    if stopped == "interrupted":
+        _refuse_if_stopping(argv, "was stopped before it finished, and has no result")
     return ProcessResult(
         exit_code=None if stopped else code,
         stdout=out.data,

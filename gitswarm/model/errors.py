@@ -68,6 +68,13 @@ class LeaseLost(WorkFailed):
     """A worker's fencing token is no longer current; its write was refused."""
 
 
+class Interrupted(GitswarmError):
+    """A run was stopped before it finished because its process is stopping (`gitswarm mcp` got SIGTERM):
+    it has no result, and none is recorded as if the command had failed."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
 class RefConflict(GitswarmError):
     """A compare-and-swap on a ref lost a race; callers rebuild and retry."""
 

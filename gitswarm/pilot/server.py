@@ -13,25 +13,39 @@ schema refuses, a tool error carrying one line; anything else, a bug, a
 tool error naming the log its traceback went to (for another request, a
 JSON-RPC internal error saying the same). Nothing from the server's
 environment goes into one.
+
+SIGTERM or SIGHUP (a client whose server did not exit once stdin closed, a
+closed terminal) stops everything the server started: each running check or
+auditor has its process group killed and its call answered with a tool error
+(no verdict is recorded for it), each worker it started is sent SIGTERM
+(`gitswarm work` then stops its task and requeues it), the waits return; the
+server exits 128 + the signal's number (143, 129) once they are done, or
+after STOP_SECONDS whatever still runs. Closing stdin leaves the workers
+running; Ctrl-C (SIGINT) still lets the running calls finish.
 """
 
 from __future__ import annotations
 
 import gc
 import re
+import signal
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import msgspec
 
 from gitswarm import __version__
+from gitswarm.adapters.process import GRACE_SECONDS, stop_runs
 from gitswarm.engine.results import plain
 from gitswarm.engine.upkeep.errorlog import record_internal_error
 from gitswarm.model.errors import GitswarmError
-from gitswarm.pilot import actions, tools
+from gitswarm.pilot import actions, tools, workers
 from gitswarm.pilot.elicit import Elicitor, cannot_ask
 from gitswarm.pilot.jsonrpc import (
     INTERNAL_ERROR,
@@ -70,6 +84,25 @@ DIFF_URI = re.compile(r"gitswarm://patches/([^/]+)/diff")
 
 MAX_RUNNING_CALLS = 64  # tools/call running at once; past it a call is refused (-32000), never queued unseen
 SERVER_BUSY = -32000
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_SECONDS = GRACE_SECONDS + 1.0  # after one: how long the calls and workers get to stop before the server exits anyway
+
+
+class Signalled(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread; a BaseException, so that no error boundary of a
+    request swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Stopped(GitswarmError):
+    """The server stopped on a signal: its exit code is 128 + the signal's number, as a shell reports it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"mcp: stopped by {signal.Signals(signum).name}: its checks and workers were stopped")
+        self.exit_code = 128 + signum
 
 
 def shown(value: object, limit: int = 100) -> str:
@@ -86,8 +119,11 @@ class Server:
         self.peer = peer
         self.version = PROTOCOL_VERSIONS[0]
         self._calls: dict[Id, tools.Call] = {}  # running tools/call by request id
-        self._threads: list[threading.Thread] = []
+        # Set by each call's thread once it has answered: what the way out waits on. Not Thread.join, which a
+        # signal's exception interrupting it leaves saying the thread ended while it runs on (CPython 3.11).
+        self._ends: list[threading.Event] = []
         self._lock = threading.Lock()
+        self.signalled: int | None = None  # the stop signal, once one came
         self.elicitor = Elicitor(peer)  # questions to the person, for clients that can ask (elicitation)
         peer.on_response = self.elicitor.answered
         self.can_ask = False
@@ -102,23 +138,51 @@ class Server:
 
     def run(self) -> None:
         """Answer the client until it closes stdin (or the server is interrupted); then stop the
-        waits, let the other running calls finish, and answer each while the client still reads."""
+        waits, let the other running calls finish, and answer each while the client still reads.
+        On a stop signal (on_signal), stop what runs instead and raise Stopped."""
         try:
-            for message in self.peer.messages():
-                if not message.is_request:
-                    self.notified(message)
-                elif message.method == "tools/call":
-                    self.start_call(message)
-                else:
-                    self.answer(message)
-        finally:
-            self.elicitor.close()  # a question still waiting gets no answer: its job waits for `gitswarm approve`
-            with self._lock:
-                for call in self._calls.values():
-                    call.cancelled.set()  # a wait returns now; other tools never look at it
-                running = list(self._threads)
-            for thread in running:
-                thread.join()
+            try:
+                for message in self.peer.messages():
+                    if not message.is_request:
+                        self.notified(message)
+                    elif message.method == "tools/call":
+                        self.start_call(message)
+                    else:
+                        self.answer(message)
+            finally:
+                if self.signalled is None:
+                    self._finish_calls(None)
+        except Signalled as signalled:  # while reading, or while the calls finish
+            self.stop(signalled.signum)
+            raise Stopped(signalled.signum) from None
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM and SIGHUP: raise Signalled in the main thread, once (a second signal must not cut
+        the way out short)."""
+        if self.signalled is None:
+            self.signalled = signum
+            raise Signalled(signum)
+
+    def stop(self, signum: int) -> None:
+        """Stop everything this server started: the checks running in calls (their process groups killed,
+        each call answered with a tool error), the workers, the waits; then wait for the calls and the
+        workers, up to STOP_SECONDS."""
+        deadline = time.monotonic() + STOP_SECONDS
+        stop_runs(f"gitswarm mcp is stopping ({signal.Signals(signum).name})")
+        stopping = workers.stop_workers()
+        self._finish_calls(deadline)
+        for worker in stopping:
+            workers.wait_for(worker, deadline - time.monotonic())
+
+    def _finish_calls(self, deadline: float | None) -> None:
+        """Stop the waits and wait for every running call (until `deadline`, a time.monotonic())."""
+        self.elicitor.close()  # a question still waiting gets no answer: its job waits for `gitswarm approve`
+        with self._lock:
+            for call in self._calls.values():
+                call.cancelled.set()  # a wait returns now; other tools never look at it
+            running = list(self._ends)
+        for ended in running:
+            ended.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def answer(self, message: Incoming) -> None:
         assert message.id is not None
@@ -172,7 +236,9 @@ class Server:
         meta = message.params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         call = tools.Call(progress=self._progress(token), ask=self.elicitor.ask if self.can_ask else cannot_ask)
-        thread = threading.Thread(target=self._call, args=(message.id, tool, arguments, call), name=f"mcp-{name}")
+        # A daemon: a call still running when a stop signal's time is up does not hold the exit.
+        ended = threading.Event()
+        thread = threading.Thread(target=self._call, args=(message.id, tool, arguments, call, ended), name=f"mcp-{name}", daemon=True)
         with self._lock:
             if message.id in self._calls:
                 self.peer.fail(message.id, INVALID_REQUEST, f"request id {shown(message.id)} is still in use by a running call")
@@ -181,7 +247,7 @@ class Server:
                 self.peer.fail(message.id, SERVER_BUSY, f"{MAX_RUNNING_CALLS} calls are running; try again when one has returned")
                 return
             self._calls[message.id] = call
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            self._ends = [e for e in self._ends if not e.is_set()] + [ended]
         thread.start()
 
     def _progress(self, token: object) -> Callable[[int, str], None]:
@@ -197,12 +263,15 @@ class Server:
             return tools.listing()
         return [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in tools.listing()]
 
-    def _call(self, ident: Id, tool: tools.Tool[Any], arguments: dict[str, Any], call: tools.Call) -> None:
-        result = self.call_tool(tool, arguments, call)
-        with self._lock:
-            self._calls.pop(ident, None)
-        if not call.unanswered:  # a request the client cancelled gets no response (MCP: cancellation)
-            self.peer.respond(ident, result)
+    def _call(self, ident: Id, tool: tools.Tool[Any], arguments: dict[str, Any], call: tools.Call, ended: threading.Event) -> None:
+        try:
+            result = self.call_tool(tool, arguments, call)
+            with self._lock:
+                self._calls.pop(ident, None)
+            if not call.unanswered:  # a request the client cancelled gets no response (MCP: cancellation)
+                self.peer.respond(ident, result)
+        finally:
+            ended.set()
 
     def call_tool(self, tool: tools.Tool[Any], arguments: dict[str, Any], call: tools.Call) -> dict[str, Any]:
         """The tool's result, or a tool error (isError) carrying one line."""
@@ -270,4 +339,17 @@ def serve(repo: Path) -> None:
     # every full collection, which made one `status` call in 50 take ~70 ms instead of ~7.
     gc.collect()
     gc.freeze()
-    server.run()
+    with _stop_signals(server):
+        server.run()
+
+
+@contextmanager
+def _stop_signals(server: Server) -> Iterator[None]:
+    """SIGTERM and SIGHUP handled by `server` while it runs (see Server.stop)."""
+    previous = {signum: signal.signal(signum, server.on_signal) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        if server.signalled is None:  # once stopping, a second signal must not end the way out by default
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

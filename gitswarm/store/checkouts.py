@@ -11,7 +11,17 @@ that fails any of it (its directory gone, its `.git` re-pointed at another
 repository, a file that does not go away) is removed and made afresh.
 
     <root>/checkouts/<n>          a checkout, n = 0, 1, ...
-    <root>/locks/checkout-<n>     its flock, held while in use (the kernel drops it when the holder dies)
+    <root>/locks/checkout-<n>     its flock, held while in use (the kernel drops it when the holder dies);
+                                  the file names the holder's pid until it gives the checkout back
+
+A holder that dies holding a checkout (killed with -9, say) leaves its pid
+in the lock file, and may leave what it started running there: a check in a
+session of its own, still writing into the tree. The next process to take
+the slot finds the pid of a holder that never gave it back and first kills
+every process still working in the checkout (on Linux, each whose working
+directory is in it, with its process group), then cleans and checks it as
+any kept checkout; a check's result depends on the head alone, never on what
+ran there before.
 
 At most POOL_SIZE checkouts are kept; one numbered past them is removed when
 it is given back. `worktrees gc` removes the idle ones.
@@ -29,6 +39,7 @@ import fcntl
 import math
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +49,7 @@ from gitswarm.store.gitcli import GitCommandError, git
 
 POOL_SIZE = 2  # checkouts kept for reuse; each is a full copy of the tree
 MAX_CHECKOUTS = 256  # in use at once; a bound, not a target
+STRAYS_GONE_SECONDS = 2.0  # how long the processes a dead holder left in its checkout get to die of SIGKILL
 CHECKOUTS_DIR = "checkouts"
 LOCKS_DIR = "locks"
 
@@ -83,7 +95,7 @@ class Checkouts:
                     if settle:
                         _settle(path)
             except BaseException:
-                os.close(lock)
+                _unlock(lock)
                 raise
             return Checkout(path, commit, slot, lock)
         raise PoolExhausted(f"all {MAX_CHECKOUTS} clean checkouts under {self.directory} are in use")
@@ -94,7 +106,7 @@ class Checkouts:
             if checkout.slot >= POOL_SIZE:
                 self._remove(checkout.path)
         finally:
-            os.close(checkout.lock)
+            _unlock(checkout.lock)
 
     def stock(self, commit: str) -> None:
         """Make sure an idle checkout is ready (made afresh only when none is), brought to `commit`."""
@@ -129,7 +141,7 @@ class Checkouts:
                 self._remove(dest)
                 return False
             finally:
-                os.close(lock)
+                _unlock(lock)
         return False
 
     def discard(self, checkout: Checkout) -> None:
@@ -137,7 +149,7 @@ class Checkouts:
         try:
             self._remove(checkout.path)
         finally:
-            os.close(checkout.lock)
+            _unlock(checkout.lock)
 
     def clear(self) -> list[str]:
         """Remove every checkout no process holds; their paths."""
@@ -152,11 +164,13 @@ class Checkouts:
                 self._remove(path)
                 removed.append(str(path))
             finally:
-                os.close(lock)
+                _unlock(lock)
         return removed
 
     def _lock(self, slot: int) -> int | None:
-        """The slot's lock, taken without waiting; None when another process holds it."""
+        """The slot's lock, taken without waiting; None when another process holds it. The lock file then
+        names this process. When it named another, that holder died holding the slot: what it left
+        running in the checkout is killed first (stop_strays)."""
         self.locks.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.locks / f"checkout-{slot}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -164,6 +178,14 @@ class Checkouts:
         except BlockingIOError:
             os.close(fd)
             return None
+        try:
+            if os.pread(fd, 32, 0).strip():  # given back, the file is empty: a holder's pid is a dead holder's
+                stop_strays(self.directory / str(slot))
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
         return fd
 
     def _reset(self, path: Path, commit: str) -> bool:
@@ -202,6 +224,57 @@ class Checkouts:
             else:
                 shutil.rmtree(path, ignore_errors=True)
         git(["worktree", "prune"], self.repo_dir, check=False)
+
+
+def _unlock(fd: int) -> None:
+    """Give a slot's lock back: the file names no holder any more, and the flock is released."""
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def stop_strays(path: Path) -> list[int]:
+    """SIGKILL every process working in `path` (its working directory there) with its process group, and
+    wait for them to die; their pids. On Linux (read from /proc); elsewhere none are found."""
+    top = os.path.realpath(path)
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for name in entries:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:  # gone, or not ours to read
+            continue
+        if cwd == top or cwd.startswith(top + os.sep):
+            found.append(int(name))
+    own = os.getpgrp()
+    for pid in found:
+        try:
+            group = os.getpgid(pid)
+            if group == own:
+                os.kill(pid, signal.SIGKILL)
+            else:
+                os.killpg(group, signal.SIGKILL)  # a check leads its own session: its children go with it
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + STRAYS_GONE_SECONDS
+    while any(_running(pid) for pid in found) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that still runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
 
 
 def _settle(path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -202,3 +203,47 @@ def test_on_tick_is_called_about_every_tick() -> None:
     result = run_process(["sleep", "0.5"], on_tick=lambda: calls.append(time.monotonic()), tick=0.05)
     assert result.exit_code == 0 and result.stopped is None
     assert 3 <= len(calls) <= result.duration / 0.05 + 2
+
+
+STOP_RUNS = """
+import sys, threading, time
+from gitswarm.adapters.process import run_process, stop_runs
+from gitswarm.model.errors import Interrupted
+
+outcomes = []
+
+def run():
+    try:
+        outcomes.append(run_process(["sh", "-c", sys.argv[1]]))
+    except Interrupted as exc:
+        outcomes.append(exc)
+
+threads = [threading.Thread(target=run) for _ in range(2)]
+for thread in threads:
+    thread.start()
+time.sleep(0.5)
+started = time.monotonic()
+stop_runs("the test stops")
+for thread in threads:
+    thread.join()
+try:
+    run_process(["true"])
+except Interrupted as exc:
+    outcomes.append(exc)
+print(round(time.monotonic() - started, 2), *(type(o).__name__ + ": " + str(o) for o in outcomes), sep="\\n")
+"""
+
+
+def test_stop_runs_kills_the_runs_of_every_thread_and_each_raises_instead_of_returning(tmp_path: Path) -> None:
+    """What `gitswarm mcp` calls on SIGTERM: a check cut short has no result to record. In a process of its
+    own: once called, it is not undone."""
+    pids = tmp_path / "pids"
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_RUNS, SPAWN_TWO.format(pids=pids)], capture_output=True, text=True, timeout=30, check=True,
+    )
+    took, *outcomes = done.stdout.splitlines()
+    assert float(took) < 1.0  # within a tick or two: `sleep` dies of the group's SIGTERM
+    assert outcomes == ["Interrupted: the test stops: sh was stopped before it finished, and has no result"] * 2 + [
+        "Interrupted: the test stops: true was not started"
+    ]
+    assert len(read_pids(pids)) == 4 and wait_gone(read_pids(pids)) == []

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from gitswarm.store.checkouts import POOL_SIZE, Checkouts
 from tests.conftest import commit_file, git, rev
+from tests.proctools import alive, kill_quietly, wait_for
 
 
 @pytest.fixture
@@ -122,3 +124,69 @@ def test_a_checkout_held_by_another_process_is_not_taken_and_clear_keeps_it(repo
         holder.wait()
     # the holder died: its lock died with it, and its checkout can be taken
     assert pool.take(rev(repo)).path == held
+
+
+def lock_file(tmp_path: Path, slot: int) -> Path:
+    return tmp_path / "root" / "locks" / f"checkout-{slot}"
+
+
+def test_the_lock_file_names_the_holder_until_the_checkout_is_given_back(repo: Path, pool: Checkouts, tmp_path: Path) -> None:
+    checkout = pool.take(rev(repo))
+    assert lock_file(tmp_path, checkout.slot).read_text() == f"{os.getpid()}\n"
+    pool.give_back(checkout)
+    assert lock_file(tmp_path, checkout.slot).read_text() == ""
+
+
+def test_a_checkout_left_dirty_by_a_holder_that_died_is_cleaned_and_what_it_left_running_stopped(
+    repo: Path, pool: Checkouts, tmp_path: Path,
+) -> None:
+    """The holder started a check (a session of its own, as run_process starts one) that goes on writing
+    into the checkout, dirtied the tree, and was killed: its lock died with it, its check did not."""
+    ready = tmp_path / "ready"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, time; from pathlib import Path; from gitswarm.store.checkouts import Checkouts;"
+            f"c = Checkouts(Path({str(repo)!r}), Path({str(tmp_path / 'root')!r})).take({rev(repo)!r});"
+            "(c.path / 'README.md').write_text('changed by a check\\n'); (c.path / 'build').mkdir();"
+            "(c.path / 'build' / 'out.o').write_bytes(b'x');"
+            "subprocess.Popen(['sh', '-c', 'while :; do date > stray.out; sleep 0.02; done'], cwd=c.path, start_new_session=True,"
+            f" stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL); Path({str(ready)!r}).write_text(str(c.path)); time.sleep(60)",
+        ],
+        env=os.environ,
+    )
+    stray: list[int] = []
+    try:
+        wait_for(ready.exists, 30, "the holder to take its checkout")
+        held = Path(ready.read_text())
+        wait_for(lambda: (held / "stray.out").exists(), 10, "the stray to write")
+        stray = working_in(held)
+        assert stray
+        holder.kill()
+        holder.wait()
+
+        again = pool.take(rev(repo))
+        assert again.path == held  # the slot is reused, and is as a fresh checkout
+        assert [pid for pid in stray if alive(pid)] == []
+        time.sleep(0.2)  # a stray still running would have written again by now
+        fresh = pool.take(rev(repo))
+        assert fresh_listing(again.path) == fresh_listing(fresh.path)
+        pool.give_back(again)
+        pool.give_back(fresh)
+    finally:
+        holder.kill()
+        holder.wait()
+        kill_quietly(stray)
+
+
+def working_in(path: Path) -> list[int]:
+    """The pids of the processes whose working directory is `path` (what a pool taking it must stop)."""
+    return [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if _cwd(pid) == str(path.resolve())]
+
+
+def _cwd(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
