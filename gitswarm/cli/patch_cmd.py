@@ -51,15 +51,24 @@ def merge(
     merge_commit: Annotated[bool, typer.Option("--merge", help="A merge commit when the target moved (the default).")] = False,
     no_recheck: Annotated[bool, typer.Option("--no-recheck", help="Do not re-run the checks on a merged tree.")] = False,
     repair: Annotated[bool, typer.Option("--repair", help="On conflicts, queue a job that redoes the change on the target.")] = False,
+    approve: Annotated[
+        bool, typer.Option("--approve", help="Approve its job here, verify it here when nothing that counts here did, then merge.")
+    ] = False,
 ) -> None:
     """Merge a patch verified for its exact head; exit 1 on conflicts or failed rechecks, nothing changed."""
     if squash + rebase + merge_commit > 1:
         raise BadInput("choose one of --squash, --rebase, --merge")
     mode: Literal["merge", "squash", "rebase"] = "squash" if squash else "rebase" if rebase else "merge"
     from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
+    from gitswarm.engine.sharing import approval
 
     c = _ctx(ctx)
-    data = patches.merge(c.swarm(), patch, into, mode, no_recheck, repair)
+    swarm = c.swarm()
+    if approve:
+        c.output.info(f"gitswarm: {approval.approval_summary(swarm, patch)}")
+        data = approval.approve_and_merge(swarm, patch, into, mode, no_recheck, repair)
+    else:
+        data = patches.merge(swarm, patch, into, mode, no_recheck, repair)
     c.output.result(data, lambda d: f"merged {d['patch'][:12]} into {d['into']}: {d['old'][:12]} -> {d['new'][:12]}")
 
 

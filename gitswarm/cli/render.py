@@ -6,6 +6,7 @@ import datetime
 from operator import itemgetter
 
 from gitswarm.cli.table import columns_table, table
+from gitswarm.model.provenance import count_hint
 
 __all__ = ["table"]  # commands draw their own tables with it
 
@@ -78,7 +79,10 @@ def reviews(found: dict[str, list[dict]]) -> str:
         for commit, verdicts in found.items()
         for v in verdicts
     ]
-    return table(("COMMIT", "VERDICT", "DETAIL", "REVIEWER", "PROVENANCE", "NOTE"), rows) if rows else "none"
+    if not rows:
+        return "none"
+    hints = sorted({h for verdicts in found.values() for v in verdicts if not v["counted"] and (h := count_hint(v["provenance"]))})
+    return table(("COMMIT", "VERDICT", "DETAIL", "REVIEWER", "PROVENANCE", "NOTE"), rows) + "".join(f"\n{h}" for h in hints)
 
 
 def show(data: dict) -> str:

@@ -57,6 +57,16 @@ def signed_by(principal: str) -> str:
     return f"signed by {principal}"
 
 
+def count_hint(provenance: str) -> str | None:
+    """What would make a verdict of this provenance count here, in one line; None when it counts or nothing would."""
+    if provenance == UNSIGNED:
+        return ("unsigned verdicts count here once signed: their reviewer signs with an SSH key (git config gpg.format ssh, "
+                "user.signingkey) that this clone's gpg.ssh.allowedSignersFile lists")
+    if provenance == UNKNOWN_SIGNER or provenance.startswith("signed by"):
+        return "a signed verdict counts here once its key is in the file this clone's gpg.ssh.allowedSignersFile names"
+    return None
+
+
 #: The evidence key of a person's review of one artifact (a finding, a decision) rather than of the
 #: commit it is noted on: such a verdict decides only for that artifact, never for the commit.
 ABOUT = "artifact"

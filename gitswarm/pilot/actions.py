@@ -28,7 +28,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.approval import BY_ELICITATION, PILOT_REQUEST
 from gitswarm.model.errors import BadInput, WorkFailed
 from gitswarm.model.evidence import UNVERIFIED
-from gitswarm.model.provenance import Weighed, deciding
+from gitswarm.model.provenance import Weighed, count_hint, deciding
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.spec import parse_spec, toml_string
 from gitswarm.pilot import proposals
@@ -261,7 +261,9 @@ def why_not_mergeable(weighed: list[Weighed], patch_id: str, head: str) -> str:
     if not weighed:
         return f"{where} has no verdict: call verify first; nothing merged"
     if decider is None:
-        return f"{where} has only verdicts that do not count here (unsigned, or signed by a key not allowed): call verify; nothing merged"
+        found = sorted({hint for w in weighed if (hint := count_hint(w.provenance))})
+        hints = "".join(f" ({hint})" for hint in found)
+        return f"{where} has only verdicts that do not count here{hints}: call verify; nothing merged"
     if not decider.verdict.accepted:
         who = decider.verdict.reviewer or decider.verdict.producer
         return f"{where} was rejected by its deciding verdict ({who}, {decider.provenance}); nothing merged"

@@ -33,6 +33,13 @@ def branch_ref(job_id: str, task_id: str) -> str:
     return f"{BRANCHES_PREFIX}{job_id}/{task_id}"
 
 
+PATCHES_PREFIX = "refs/swarm/patches/"  # a patch's head, by the patch's id: `push` sends it with the state
+
+
+def patch_ref(patch_id: str) -> str:
+    return PATCHES_PREFIX + patch_id
+
+
 def job_ref(job_id: str) -> str:
     return JOBS_PREFIX + job_id
 

@@ -45,7 +45,8 @@ class GitTransport:
         rejected = tuple(line for line in lines if line.startswith("!"))
         if done.returncode != 0:
             return PushResult(ok=False, pushed=(), rejected=rejected, said=said(done.stderr))
-        pushed = tuple(line.split("\t")[1].split(":")[0] for line in lines if line[:1] in _MOVED_FLAGS)
+        # `<flag>\t<from>:<to>\t<summary>`: the ref pushed is <to> (<from> may be a commit id)
+        pushed = tuple(line.split("\t")[1].split(":")[-1] for line in lines if line[:1] in _MOVED_FLAGS)
         return PushResult(ok=True, pushed=pushed, rejected=rejected, said="")
 
     def offer(self, remote: str, updates: Mapping[str, str], expect: Mapping[str, str | None] | None = None) -> PushResult:

@@ -31,7 +31,7 @@ from gitswarm.model.artifacts import BlobRef, Patch
 from gitswarm.model.errors import BadInput, CorruptRecord, WorkFailed
 from gitswarm.model.evidence import held_for_review, judges_line, why_rejected
 from gitswarm.model.ids import check_branch_ref
-from gitswarm.model.provenance import latest_by_gitswarm
+from gitswarm.model.provenance import count_hint, latest_by_gitswarm
 from gitswarm.model.spec import toml_string
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.trust import Trust
@@ -138,10 +138,13 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
             raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification rejected it ({why_rejected(latest)}); nothing merged")
         if any(w.counted for w in weighed):
             raise WorkFailed(
-                f"patch {patch_id[:12]} has no accepted verdict for its head {patch.head[:12]} that counts here; run gitswarm verify"
+                f"patch {patch_id[:12]} has no accepted verdict of gitswarm's checks for its head {patch.head[:12]} that counts here; "
+                f"run gitswarm verify {patch_id[:12]}, or gitswarm merge --approve {patch_id[:12]} to verify and merge"
             )
         # No verdict counts here (none, or only unsigned ones / unknown signers): verify here first.
-        refuse_untrusted(swarm, patch.job, "merge (no verdict that counts here, so it must be verified here)")
+        hints = sorted({h for w in weighed if (h := count_hint(w.provenance))})
+        refuse_untrusted(swarm, patch.job, "merge (no verdict that counts here, so it must be verified here"
+                         + "".join(f"; {h}" for h in hints) + "; gitswarm merge --approve does both)")
         if not verify_now(swarm, patch_id).accepted:
             raise WorkFailed(f"patch {patch_id[:12]} has no accepted verdict: verification here rejected its head {patch.head[:12]}; nothing merged")
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir

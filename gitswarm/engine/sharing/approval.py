@@ -8,12 +8,20 @@ on the job itself as an `approved` operation: what, by whom, how.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from gitswarm.engine.delegation import patches
+from gitswarm.engine.delegation.merge import mergeable
+from gitswarm.engine.results import MergeResult
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.approval import BY_COMMAND
+from gitswarm.model.errors import WorkFailed
 from gitswarm.model.ops import Approved
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.leases import Built
 from gitswarm.store.repoconfig import person
+
+Mode = Literal["merge", "squash", "rebase"]
 
 
 def approve(swarm: Swarm, prefix: str, how: str = BY_COMMAND) -> dict:
@@ -33,3 +41,27 @@ def approve(swarm: Swarm, prefix: str, how: str = BY_COMMAND) -> dict:
         change = swarm.ledger.transition(job_id, build)
         data["side_effects"] = {"tasks": list(tasks), "by": by, "how": how, "op": change.state.approvals[-1].op}
     return data
+
+
+def approval_summary(swarm: Swarm, patch_prefix: str) -> str:
+    """What `merge --approve` approves, said before it does: the job, where it came from, what runs here."""
+    _, patch, snapshot = patches.find_patch(swarm, patch_prefix)
+    origin = swarm.trust.load().origins.get(patch.job)
+    spec = snapshot.task(patches.task_of(patch)).spec
+    checks = ", ".join(map(str, spec.checks)) or "no checks of its own ([verify] or [audit] checks)"
+    where = f"pulled from {origin}" if origin else "made here"
+    return f"approving job {patch.job[:12]} ({where}: {snapshot.job.goal!r}); its checks run here: {checks}"
+
+
+def approve_and_merge(
+    swarm: Swarm, patch_prefix: str, into: str | None, mode: Mode, no_recheck: bool, repair: bool = False
+) -> MergeResult:
+    """`merge --approve`: approve the patch's job here, verify its head here unless a verdict that counts
+    here already accepted it, then merge; each step refuses as it does alone."""
+    patch_id, patch, _ = patches.find_patch(swarm, patch_prefix)
+    approve(swarm, patch.job)
+    if not mergeable(swarm.verdict_notes().weigh(patch.head), patch_id):
+        verified = patches.verify_now(swarm, patch_id)
+        if not verified.accepted:
+            raise WorkFailed(f"patch {patch_id[:12]}: verification here rejected its head {patch.head[:12]}; nothing merged")
+    return patches.merge(swarm, patch_id, into, mode, no_recheck, repair)

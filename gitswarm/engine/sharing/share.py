@@ -22,6 +22,7 @@ from gitswarm.engine.config import load_config
 from gitswarm.engine.notify.notifier import Notifier
 from gitswarm.engine.sharing.memory_pull import pull_memory
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model.artifacts import Patch
 from gitswarm.model.errors import BadInput, CorruptRecord, DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.model.records import FINISHED
@@ -103,7 +104,7 @@ def fetch(swarm: Swarm, remote: str, key: str) -> None:
     try:
         transport(swarm).fetch(remote, [
             f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*", f"+{MEMORY_REF}*:{prefix}memory*",
-            f"+{layout.BRANCHES_PREFIX}*:{prefix}branches/*",
+            f"+{layout.BRANCHES_PREFIX}*:{prefix}branches/*", f"+{layout.PATCHES_PREFIX}*:{prefix}patches/*",
         ])
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
@@ -305,13 +306,28 @@ def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> N
     check_tip(swarm.repo, job_id, theirs)
 
 
+def patch_heads(swarm: Swarm) -> list[str]:
+    """A refspec for each patch whose head is here: `refs/swarm/patches/<patch id>` names its head, in the
+    same atomic push as the state, so another clone can verify, review and merge it with no git by hand. One
+    ref per patch never moves: it is never forced, and an unchanged one costs the push nothing."""
+    specs = []
+    for job_id, patch_ids in swarm.index.patches().items():
+        snapshot = swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id))
+        for patch_id in patch_ids:
+            head = snapshot.artifact(patch_id, Patch).head
+            if swarm.repo.has_object(head):
+                specs.append(f"{head}:{layout.patch_ref(patch_id)}")
+    return specs
+
+
 def push(swarm: Swarm, remote: str) -> dict:
-    """Push every job ref and the notes, never forced; pull and merge when the remote moved."""
+    """Push every job ref, the patches' heads and the notes, never forced; pull and merge when the remote moved."""
     remote_key(swarm, remote)  # an unknown remote is bad input, before anything runs
     refspecs = [f"{layout.JOBS_PREFIX}*:{layout.JOBS_PREFIX}*"]
     pulls = []
     for attempt in range(PUSH_ATTEMPTS):
-        specs = refspecs + ([f"{layout.NOTES_REF}:{layout.NOTES_REF}"] if swarm.repo.read_ref(layout.NOTES_REF) else [])
+        specs = refspecs + patch_heads(swarm)
+        specs += [f"{layout.NOTES_REF}:{layout.NOTES_REF}"] if swarm.repo.read_ref(layout.NOTES_REF) else []
         specs += [f"{MEMORY_REF}:{MEMORY_REF}"] if swarm.repo.read_ref(MEMORY_REF) else []
         done = transport(swarm).push(remote, specs)
         if not done.ok:

@@ -148,6 +148,13 @@ class IndexQueries:
         )
         return list(map(RunRow._make, rows))
 
+    def patches(self) -> dict[str, list[str]]:
+        """Every patch artifact's id, by job."""
+        found: dict[str, list[str]] = {}
+        for artifact, job in self.db.execute("SELECT id, job FROM artifacts WHERE kind = 'patch' ORDER BY job, id"):
+            found.setdefault(job, []).append(artifact)
+        return found
+
     def artifacts(self, job_id: str) -> list[ArtifactRow]:
         rows = self.db.execute("SELECT id, task, kind FROM artifacts WHERE job = ? ORDER BY id", (job_id,))
         return list(map(ArtifactRow._make, rows))
