@@ -5,10 +5,16 @@ a task's error or a reviewer's name holding ESC, CR or a bidirectional override
 could recolour, rewrite or hide what the terminal shows. What is escaped: C0
 controls, DEL, C1 controls, the Unicode line and paragraph separators, and the
 bidirectional embeddings, overrides and isolates.
+
+A path that is not UTF-8 (a directory named with byte 0xFF) reaches Python as
+text holding lone surrogates (os.fsdecode's surrogateescape), which neither a
+UTF-8 stream nor a JSON encoder takes: each is printed as the byte it stands
+for (`\\xff`), in the terminal and in --json alike (`surrogates_escaped`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -25,15 +31,31 @@ _NOT_IN_JSON = {code: f"\\u{code:04x}" for code in _UNSAFE if code >= 0x7F}  # w
 
 
 def escape(text: str) -> str:
-    """One-line text: every control character, newlines and tabs too, as a visible escape (ESC as `\\x1b`)."""
-    return text if text.isprintable() else text.translate(_ALL)
+    """One-line text: every control character, newlines and tabs too, as a visible escape (ESC as `\\x1b`);
+    a lone surrogate as the byte it stands for (`\\xff`)."""
+    return text if text.isprintable() else _bytes_shown(text.translate(_ALL))
 
 
 def escape_lines(text: str) -> str:
     """Multi-line text (a table, a markdown summary): as `escape`, but newlines and tabs stay."""
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text
-    return text.translate(_BUT_LINES)
+    return _bytes_shown(text.translate(_BUT_LINES))
+
+
+def _bytes_shown(text: str) -> str:
+    """Each lone surrogate as the byte it stands for: U+DC80..U+DCFF as `\\x80`..`\\xff` (surrogateescape),
+    any other as `\\udXXX`. (Text without one, nearly all, is only encoded once, at C speed.)"""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return "".join(_surrogate(char) if "\ud800" <= char <= "\udfff" else char for char in text)
+    return text
+
+
+def _surrogate(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
 _encode = msgspec.json.Encoder().encode
@@ -57,7 +79,7 @@ def escape_data(data: Any) -> Any:
 def _nothing_to_escape(data: Any) -> bool:
     try:
         encoded = _encode(data)
-    except (TypeError, msgspec.EncodeError):  # not plain data: walk it
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):  # not plain data, or a lone surrogate: walk it
         return False
     if b"\\" in encoded and any(seq in encoded for seq in _CONTROL_ESCAPES):
         return False  # a control character (or a backslash before one of these letters: walked all the same)
@@ -73,6 +95,28 @@ def _escape_walk(data: Any) -> Any:
         return {_escape_walk(key): _escape_walk(value) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
         return [_escape_walk(item) for item in data]
+    return data
+
+
+def encode_json(encode: Callable[[Any], bytes], data: Any) -> bytes:
+    """`encode(data)`; data holding a lone surrogate (a path that is not UTF-8) with its bytes shown as `\\xff`.
+
+    (The walk is done only when the encoder refuses: nearly every result has nothing to walk.)"""
+    try:
+        return encode(data)
+    except UnicodeEncodeError:
+        return encode(surrogates_escaped(data))
+
+
+def surrogates_escaped(data: Any) -> Any:
+    """`data` with the lone surrogates of every string in it (dict keys too) as the bytes they stand for
+    (`\\xff`), what a JSON encoder takes; nothing else changed."""
+    if isinstance(data, str):
+        return data if data.isprintable() else _bytes_shown(data)
+    if isinstance(data, dict):
+        return {surrogates_escaped(key): surrogates_escaped(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [surrogates_escaped(item) for item in data]
     return data
 
 
