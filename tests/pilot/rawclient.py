@@ -17,9 +17,12 @@ from typing import Any
 
 
 class RawClient:
-    def __init__(self, repo: Path, env: dict[str, str] | None = None, version: str | None = "2025-11-25") -> None:
+    def __init__(
+        self, repo: Path, env: dict[str, str] | None = None, version: str | None = "2025-11-25", argv: list[str] | None = None
+    ) -> None:
+        """`argv`: the server's command line (default `python -m gitswarm mcp`)."""
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gitswarm", "mcp"], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            argv or [sys.executable, "-m", "gitswarm", "mcp"], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
         )
         self.next_id = 0

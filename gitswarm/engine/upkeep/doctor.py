@@ -24,7 +24,7 @@ def diagnose(swarm: Swarm) -> dict:
     else:
         checks.append(_check("git", False, "the git CLI is not on PATH (needed for push, pull and worktrees)"))
     jobs = swarm.index.job_ids()
-    checks.append(_check("index", True, f"{swarm.index.path} (format v{INDEX_FORMAT}, {len(jobs)} jobs)"))
+    checks.append(_check("index", True, _index_detail(swarm, len(jobs))))
     for job_id, message in sorted(swarm.index.invalid.items()):
         checks.append(_check(f"job {job_id}", False, str(message)))
     bad = 0
@@ -45,6 +45,17 @@ def diagnose(swarm: Swarm) -> dict:
     checks.append(_check("leases", True, detail))
     checks += _remote_checks(swarm)
     return {"ok": all(c["ok"] for c in checks), "checks": checks}
+
+
+def _index_detail(swarm: Swarm, jobs: int) -> str:
+    """Where the index is; doctor writes none (a read-only repository, a clone that has none yet):
+    one read from the refs into memory is checked instead."""
+    index = swarm.index
+    if index.read_only is not None:
+        return f"read-only repository, {index.read_only}: {jobs} jobs read from the refs into memory; commands that write refuse"
+    if index.in_memory:
+        return f"none yet at {index.path}: {jobs} jobs read from the refs into memory; the first command that writes makes it"
+    return f"{index.path} (format v{INDEX_FORMAT}, {jobs} jobs)"
 
 
 def _remote_checks(swarm: Swarm) -> list[dict]:
