@@ -94,6 +94,15 @@ def test_a_write_refuses_in_one_line(repo: Path, jobs: dict[str, str], frozen: R
     assert files(repo) == before and swarm_refs(repo) == refs
 
 
+def test_mcp_install_for_the_project_refuses_and_keeps_no_record(repo: Path, frozen: ReadOnly, isolated_env: Path) -> None:
+    result = frozen.gitswarm("mcp", "install", "--client", "claude-code", "--scope", "project")
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith(f"{REFUSED}{repo} (") and result.err.count("\n") == 1, result.err
+    assert not (repo / ".mcp.json").exists()
+    # the bytes kept for an uninstall would be taken for those of a later install's file
+    assert not list((isolated_env / ".local" / "state" / "gitswarm" / "mcp-installs").glob("*"))
+
+
 def test_a_checkout_without_write_permission(repo: Path, jobs: dict[str, str]) -> None:
     """chmod -R a-w: the index cannot be written for want of permission (EACCES) rather than of a writable
     filesystem; the same answers."""
