@@ -6,18 +6,18 @@ could recolour, rewrite or hide what the terminal shows. What is escaped: C0
 controls, DEL, C1 controls, the Unicode line and paragraph separators, and the
 bidirectional embeddings, overrides and isolates.
 
-A path that is not UTF-8 (a directory named with byte 0xFF) reaches Python as
-text holding lone surrogates (os.fsdecode's surrogateescape), which neither a
-UTF-8 stream nor a JSON encoder takes: each is printed as the byte it stands
-for (`\\xff`), in the terminal and in --json alike (`surrogates_escaped`).
+A path that is not UTF-8 (a directory named with byte 0xFF) holds lone
+surrogates, which no UTF-8 stream takes: each is printed as the byte it stands
+for (`\\xff`), in the terminal and in --json alike (model/paths.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
+
+from gitswarm.model.paths import bytes_shown
 
 # C0 controls, DEL, C1 controls, U+2028/U+2029, the bidi embeddings and overrides, the bidi isolates.
 _UNSAFE = [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
@@ -33,29 +33,14 @@ _NOT_IN_JSON = {code: f"\\u{code:04x}" for code in _UNSAFE if code >= 0x7F}  # w
 def escape(text: str) -> str:
     """One-line text: every control character, newlines and tabs too, as a visible escape (ESC as `\\x1b`);
     a lone surrogate as the byte it stands for (`\\xff`)."""
-    return text if text.isprintable() else _bytes_shown(text.translate(_ALL))
+    return text if text.isprintable() else bytes_shown(text.translate(_ALL))
 
 
 def escape_lines(text: str) -> str:
     """Multi-line text (a table, a markdown summary): as `escape`, but newlines and tabs stay."""
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text
-    return _bytes_shown(text.translate(_BUT_LINES))
-
-
-def _bytes_shown(text: str) -> str:
-    """Each lone surrogate as the byte it stands for: U+DC80..U+DCFF as `\\x80`..`\\xff` (surrogateescape),
-    any other as `\\udXXX`. (Text without one, nearly all, is only encoded once, at C speed.)"""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return "".join(_surrogate(char) if "\ud800" <= char <= "\udfff" else char for char in text)
-    return text
-
-
-def _surrogate(char: str) -> str:
-    code = ord(char)
-    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+    return bytes_shown(text.translate(_BUT_LINES))
 
 
 _encode = msgspec.json.Encoder().encode
@@ -95,28 +80,6 @@ def _escape_walk(data: Any) -> Any:
         return {_escape_walk(key): _escape_walk(value) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
         return [_escape_walk(item) for item in data]
-    return data
-
-
-def encode_json(encode: Callable[[Any], bytes], data: Any) -> bytes:
-    """`encode(data)`; data holding a lone surrogate (a path that is not UTF-8) with its bytes shown as `\\xff`.
-
-    (The walk is done only when the encoder refuses: nearly every result has nothing to walk.)"""
-    try:
-        return encode(data)
-    except UnicodeEncodeError:
-        return encode(surrogates_escaped(data))
-
-
-def surrogates_escaped(data: Any) -> Any:
-    """`data` with the lone surrogates of every string in it (dict keys too) as the bytes they stand for
-    (`\\xff`), what a JSON encoder takes; nothing else changed."""
-    if isinstance(data, str):
-        return data if data.isprintable() else _bytes_shown(data)
-    if isinstance(data, dict):
-        return {surrogates_escaped(key): surrogates_escaped(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [surrogates_escaped(item) for item in data]
     return data
 
 

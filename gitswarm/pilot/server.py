@@ -31,6 +31,7 @@ from gitswarm import __version__
 from gitswarm.engine.results import plain
 from gitswarm.engine.upkeep.errorlog import record_internal_error
 from gitswarm.model.errors import GitswarmError
+from gitswarm.model.paths import json_showing_bytes
 from gitswarm.pilot import actions, tools
 from gitswarm.pilot.jsonrpc import (
     INTERNAL_ERROR,
@@ -206,7 +207,7 @@ class Server:
         except Exception as exc:  # the server's error boundary (cli/boundary.py's twin): a bug fails this call, not the session
             return self._error(f"internal error in {tool.name}: {self._evidence(exc, tool.name)}")
         data = plain(data)  # a result Struct as the plain data its outputSchema describes
-        text = msgspec.json.encode(data).decode()  # the same data as text, for clients that read only text
+        text = json_showing_bytes(msgspec.json.encode, data).decode()  # the same data as text, for clients that read only text
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
         if self.version >= STRUCTURED_SINCE:
             result["structuredContent"] = data

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gitswarm.cli.escape import escape, escape_lines, surrogates_escaped
-from tests.conftest import Result, cli, git, ok
+from gitswarm.cli.escape import escape, escape_lines
+from gitswarm.model.paths import bytes_shown_in
+from tests.conftest import Result, cli, git, ok, register_scripted, spec_text
+from tests.pilot.rawclient import RawClient
 
 SHOWN = "caf\\xff"  # how the directory's name is printed
 
@@ -135,5 +137,23 @@ def test_lone_surrogates_are_shown_as_their_bytes() -> None:
     name = os.fsdecode(b"caf\xff\x80")
     assert escape(name) == "caf\\xff\\x80" and escape_lines(f"{name}\n\x1b") == "caf\\xff\\x80\n\\x1b"
     assert escape("a\ud800b") == "a\\ud800b"  # not one that surrogateescape makes: its code point
-    assert surrogates_escaped({name: [name, ("\x1b", 1)]}) == {"caf\\xff\\x80": ["caf\\xff\\x80", ["\x1b", 1]]}
-    assert surrogates_escaped("plain é") == "plain é"
+    assert bytes_shown_in({name: [name, ("\x1b", 1)]}) == {"caf\\xff\\x80": ["caf\\xff\\x80", ["\x1b", 1]]}
+    assert bytes_shown_in("plain é") == "plain é"
+
+
+def test_the_mcp_server_answers_with_the_byte_shown(odd: Path) -> None:
+    """A tool result naming the path (here the notice that uncommitted changes are not in the base) and a
+    tool error naming it: both arrive as valid JSON, where the server used to die mid-answer."""
+    register_scripted(odd)
+    (odd / "README.md").write_text("changed\n")
+    client = RawClient(odd, lifetime=60)
+    try:
+        spec = spec_text('id = "a"\nadapter = "scripted"\nprompt = "look"\nmode = "analyze"')
+        submitted = client.call("submit_job", {"spec": spec, "start": False})
+        assert not submitted.get("isError"), submitted
+        (notice,) = submitted["structuredContent"]["notices"]
+        assert notice.startswith(f"uncommitted changes in {odd.parent}/{SHOWN} are not part of the base")
+        assert json.loads(submitted["content"][0]["text"])["notices"] == [notice]
+    finally:
+        code = client.close()
+    assert code == 0

@@ -157,7 +157,7 @@ def test_mcp_tools(repo: Path, jobs: dict[str, str], frozen: ReadOnly) -> None:
         return {k: v.format(**jobs) if isinstance(v, str) and k != "spec" else v for k, v in arguments.items()}
 
     before = files(repo)
-    client = RawClient(repo, argv=frozen.argv(*GITSWARM, "mcp"))
+    client = RawClient(repo, argv=frozen.argv(*GITSWARM, "mcp"), lifetime=60)
     try:
         for tool, arguments in MCP_READS.items():
             answer = client.call(tool, filled(arguments))
@@ -167,7 +167,8 @@ def test_mcp_tools(repo: Path, jobs: dict[str, str], frozen: ReadOnly) -> None:
             text = answer["content"][0]["text"]
             assert answer.get("isError") and text.startswith(f"the repository is read-only: cannot write to {repo}/.git/gitswarm ("), (tool, text)
     finally:
-        assert client.close() == 0
+        code = client.close()
+    assert code == 0
     assert files(repo) == before
 
 
