@@ -157,3 +157,32 @@ def test_the_mcp_server_answers_with_the_byte_shown(odd: Path) -> None:
     finally:
         code = client.close()
     assert code == 0
+
+
+def test_a_delegation_from_start_to_merge(odd: Path) -> None:
+    """The adapter's preflight key and the worktree's git dir (read back from git) are the path's own bytes."""
+    register_scripted(odd)
+    delegated = cli(odd, "--json", "delegate", "edit README.md: replace hello with world", "--adapter", "scripted",
+                    "--check", "grep -q world README.md")
+    assert delegated.code == 0, delegated.err
+    (patch,) = [p["id"] for p in json_of(delegated)["summary"]["patches"]]
+    assert ok(cli(odd, "--json", "worktrees", "list")).json()["worktrees"][0]["state"] == "succeeded"  # type: ignore[index]
+    ok(cli(odd, "merge", patch))
+    assert (odd / "README.md").read_text() == "world\n"
+
+
+def test_doctor_reads_a_remote_at_such_a_path(odd: Path) -> None:
+    remote = odd.parent / os.fsdecode(b"remote-\xff.git")
+    git(odd.parent, "init", "-q", "--bare", str(remote))
+    git(odd, "remote", "add", "origin", str(remote))
+    (check,) = [c for c in json_of(cli(odd, "--json", "doctor"))["checks"] if c["name"] == "remote origin"]
+    assert check["detail"].startswith(f"{odd.parent}/remote-\\xff.git: accepts forced pushes")
+
+
+def test_push_and_pull_by_the_path_of_a_remote_at_such_a_path(odd: Path) -> None:
+    remote = odd.parent / os.fsdecode(b"remote-\xff.git")
+    git(odd.parent, "init", "-q", "--bare", str(remote))
+    (odd / "job.toml").write_text(spec_text('id = "a"\ncommand = "true"'))
+    ok(cli(odd, "submit", "job.toml"))
+    assert ok(cli(odd, "--json", "push", str(remote))).json()["pushed"]  # type: ignore[index]
+    ok(cli(odd, "pull", str(remote)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gitswarm.engine.swarm import Swarm
@@ -66,7 +67,7 @@ def _remote_checks(swarm: Swarm) -> list[dict]:
     found = []
     names = git(["remote"], here, check=False).decode().split()
     for name in names:
-        url = git(["config", "--get", f"remote.{name}.url"], here, check=False).decode().strip()
+        url = os.fsdecode(git(["config", "--get", f"remote.{name}.url"], here, check=False).strip())  # a path, maybe not UTF-8
         if not url or ("://" in url and not url.startswith("file://")) or ":" in url.split("/", 1)[0]:
             continue  # a network remote (or scp-like host:path): its configuration is not readable from here
         path = Path(url.removeprefix("file://")).expanduser()
