@@ -55,14 +55,15 @@ READS = [
 
 
 @pytest.mark.parametrize("args", READS, ids=lambda a: " ".join(a))
-def test_a_read_works_and_writes_nothing(repo: Path, jobs: dict[str, str], frozen: ReadOnly, args: list[str]) -> None:
+def test_a_read_works_and_writes_nothing(repo: Path, jobs: dict[str, str], args: list[str]) -> None:
     args = [a.format(**jobs) for a in args]
-    writable = ok(Result(*_child(repo, *args)))  # the same command, where it may write
-    before = files(repo)
-    result = frozen.gitswarm(*args)
+    writable = ok(Result(*_child(repo, *args)))  # the same command, before the repository is made read-only
+    with read_only(repo) as frozen:
+        before = files(repo)
+        result = frozen.gitswarm(*args)
+        assert files(repo) == before
     assert result.code == 0, result.err
     assert result.err == ""
-    assert files(repo) == before
     if args[-1] != "doctor":
         assert result.out == writable.out  # the index read from the refs into memory answers as the one on disk
     else:
