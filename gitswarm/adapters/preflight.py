@@ -172,4 +172,4 @@ def _key(found: Found) -> str:
     for path in files:
         if os.path.isfile(path):
             parts.append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return hashlib.sha256("\0".join(parts).encode(errors="surrogateescape")).hexdigest()  # a path's own bytes

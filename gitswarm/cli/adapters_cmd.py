@@ -21,7 +21,7 @@ def adapters_list(ctx: typer.Context) -> None:
     from gitswarm.engine.routing.adapter_checks import list_adapters  # deferred: runs each CLI's --version
 
     c = _ctx(ctx)
-    data = list_adapters(c.swarm(), os.environ)
+    data = list_adapters(c.swarm(create=False), os.environ)
     c.output.result(
         data["adapters"],
         lambda rows: render.table(
@@ -41,7 +41,7 @@ def adapters_check(
     from gitswarm.engine.routing.adapter_checks import check_adapters  # deferred: runs each CLI
 
     c = _ctx(ctx)
-    data = check_adapters(c.swarm(), os.environ, name)
+    data = check_adapters(c.swarm(create=False), os.environ, name)
     for warning in data["warnings"]:  # on stderr, as `hooks install` warns: they fail nothing
         c.output.info(f"gitswarm: warning: {warning}")
     c.output.result(

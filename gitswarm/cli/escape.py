@@ -5,6 +5,10 @@ a task's error or a reviewer's name holding ESC, CR or a bidirectional override
 could recolour, rewrite or hide what the terminal shows. What is escaped: C0
 controls, DEL, C1 controls, the Unicode line and paragraph separators, and the
 bidirectional embeddings, overrides and isolates.
+
+A path that is not UTF-8 (a directory named with byte 0xFF) holds lone
+surrogates, which no UTF-8 stream takes: each is printed as the byte it stands
+for (`\\xff`), in the terminal and in --json alike (model/paths.py).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
+from gitswarm.model.paths import bytes_shown
 
 # C0 controls, DEL, C1 controls, U+2028/U+2029, the bidi embeddings and overrides, the bidi isolates.
 _UNSAFE = [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
@@ -25,15 +31,16 @@ _NOT_IN_JSON = {code: f"\\u{code:04x}" for code in _UNSAFE if code >= 0x7F}  # w
 
 
 def escape(text: str) -> str:
-    """One-line text: every control character, newlines and tabs too, as a visible escape (ESC as `\\x1b`)."""
-    return text if text.isprintable() else text.translate(_ALL)
+    """One-line text: every control character, newlines and tabs too, as a visible escape (ESC as `\\x1b`);
+    a lone surrogate as the byte it stands for (`\\xff`)."""
+    return text if text.isprintable() else bytes_shown(text.translate(_ALL))
 
 
 def escape_lines(text: str) -> str:
     """Multi-line text (a table, a markdown summary): as `escape`, but newlines and tabs stay."""
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text
-    return text.translate(_BUT_LINES)
+    return bytes_shown(text.translate(_BUT_LINES))
 
 
 _encode = msgspec.json.Encoder().encode
@@ -57,7 +64,7 @@ def escape_data(data: Any) -> Any:
 def _nothing_to_escape(data: Any) -> bool:
     try:
         encoded = _encode(data)
-    except (TypeError, msgspec.EncodeError):  # not plain data: walk it
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):  # not plain data, or a lone surrogate: walk it
         return False
     if b"\\" in encoded and any(seq in encoded for seq in _CONTROL_ESCAPES):
         return False  # a control character (or a backslash before one of these letters: walked all the same)

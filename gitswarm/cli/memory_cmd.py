@@ -44,7 +44,7 @@ def memory_list(ctx: typer.Context) -> None:
     from gitswarm.engine.knowledge import memory  # deferred: see the note in app.py
 
     c = _ctx(ctx)
-    c.output.result(memory.memory_list(c.swarm()), _list_text)
+    c.output.result(memory.memory_list(c.swarm(create=False)), _list_text)
 
 
 @memory_app.command("show")
@@ -53,7 +53,7 @@ def memory_show(ctx: typer.Context, record: RecordArg) -> None:
     from gitswarm.engine.knowledge import memory  # deferred: see the note in app.py
 
     c = _ctx(ctx)
-    c.output.result(memory.memory_show(c.swarm(), record), _show_text)
+    c.output.result(memory.memory_show(c.swarm(create=False), record), _show_text)
 
 
 @memory_app.command("forget")

@@ -14,6 +14,7 @@ import msgspec
 
 from gitswarm.cli.escape import escape, escape_data, escape_lines, json_safe
 from gitswarm.engine.results import plain
+from gitswarm.model.paths import json_showing_bytes
 
 _json = msgspec.json.Encoder(order="deterministic")
 
@@ -31,7 +32,7 @@ class Output:
         if isinstance(data, msgspec.Struct):  # a result type: printed and rendered as plain data
             data = plain(data)
         if self.json_mode:
-            encoded = _json.encode(data)
+            encoded = json_showing_bytes(_json.encode, data)  # a path that is not UTF-8: its bytes as `\xff`
             if encoded.isascii() and b"\x7f" not in encoded and hasattr(sys.stdout, "buffer"):
                 sys.stdout.flush()  # nothing to escape: the bytes as they are (10,000 tasks are 2.4 MB)
                 sys.stdout.buffer.write(encoded)

@@ -79,7 +79,7 @@ def worktrees_list(ctx: typer.Context) -> None:
 
     c = _ctx(ctx)
     c.output.result(
-        patches.worktree_list(c.swarm()),
+        patches.worktree_list(c.swarm(create=False)),
         lambda d: render.table(
             ("BRANCH", "STATE", "CLEAN", "PATH"), [(w["branch"], w["state"], "yes" if w["clean"] else "NO", w["path"]) for w in d["worktrees"]]
         ) if d["worktrees"] else "no worktrees",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gitswarm.cli.escape import escape_lines, json_safe
+from gitswarm.model.paths import json_showing_bytes
 
 if TYPE_CHECKING:
     from gitswarm.cli.live import LiveView
@@ -31,7 +32,7 @@ class JsonEvents:
         pass
 
     def __call__(self, event: dict[str, Any]) -> None:
-        sys.stderr.write(json_safe(_json.encode({**event, "t": round(time.time(), 3)}).decode()) + "\n")
+        sys.stderr.write(json_safe(json_showing_bytes(_json.encode, {**event, "t": round(time.time(), 3)}).decode()) + "\n")
         sys.stderr.flush()
 
 

@@ -82,7 +82,7 @@ def hooks_run(
     from gitswarm.engine.sharing import hooks  # deferred: see the note in app.py
 
     c = _ctx(ctx)
-    swarm = c.swarm()
+    swarm = c.swarm(create=hook == "post-commit")  # pre-push only reads: a push from a read-only clone is checked too
     if hook == "post-commit":
         from gitswarm.engine.jobs import run as run_engine  # deferred: the pre-push path must not pay for workers
         from gitswarm.engine.jobs.supervisor import WorkOptions

@@ -26,7 +26,7 @@ def doctor(ctx: typer.Context) -> None:
     from gitswarm.engine.upkeep.doctor import diagnose  # deferred: only this command needs it
 
     c = _ctx(ctx)
-    data = diagnose(c.swarm())
+    data = diagnose(c.swarm(create=False))
     c.output.result(data, render.doctor)
     if not data["ok"]:
         raise typer.Exit(EXIT_FAILED)

@@ -33,6 +33,11 @@ class NotFound(BadInput):
     pass
 
 
+class ReadOnlyRepository(BadInput):
+    """The repository cannot be written (a read-only mount, a checkout without write permission);
+    raised by the first write, so nothing was written."""
+
+
 class Ambiguous(BadInput):
     pass
 

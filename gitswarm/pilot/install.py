@@ -15,18 +15,21 @@ temporary file, renamed over the original once it is complete.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import re
 import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 from gitswarm.adapters.jsonfiles import strip_comments
 from gitswarm.model.errors import BadInput
 from gitswarm.model.spec import toml_string
 from gitswarm.pilot.clients import SERVER_NAME, Registration
+from gitswarm.store.readonly import read_only
 from gitswarm.store.worktrees import state_home
 
 BEGIN = "# >>> gitswarm mcp (gitswarm mcp uninstall removes these lines)"
@@ -50,12 +53,19 @@ def install(reg: Registration, states: Path, dry_run: bool = False) -> dict:
         return {**view, "action": "would write", "changed": False, "content": new}
     created = _missing_dirs(reg.path.parent)
     sidecar = _sidecar(states, reg.path)
-    if not sidecar.exists():  # a second install keeps the bytes from before the first
+    first = not sidecar.exists()
+    if first:  # a second install keeps the bytes from before the first
         _write_json(sidecar, {
             "path": os.fspath(reg.path), "created_dirs": [os.fspath(d) for d in created],
             "original": None if old is None else base64.b64encode(old.encode()).decode(),
         })
-    _replace(reg.path, new, old)
+    try:
+        with _writing(reg):
+            _replace(reg.path, new, old)
+    except BaseException:
+        if first:  # kept, it would be taken for the bytes from before a later install
+            sidecar.unlink(missing_ok=True)
+        raise
     record = json.loads(sidecar.read_text())
     record["written"] = _digest(new)
     _write_json(sidecar, record)
@@ -81,14 +91,16 @@ def uninstall(reg: Registration, states: Path, dry_run: bool = False) -> dict:
     if dry_run:
         return {**view, "action": f"would be {action}", "changed": False, "content": restored}
     if restored is None:
-        reg.path.unlink()
+        with _writing(reg):
+            reg.path.unlink()
         for folder in reversed([Path(d) for d in (record or {}).get("created_dirs", [])]):
             try:
                 folder.rmdir()
             except OSError:
                 break  # not empty (or gone): kept
     else:
-        _replace(reg.path, restored, current)
+        with _writing(reg):
+            _replace(reg.path, restored, current)
     sidecar.unlink(missing_ok=True)
     return {**view, "action": action, "changed": True}
 
@@ -261,6 +273,19 @@ def _replace(path: Path, text: str, expected: str | None) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def _writing(reg: Registration) -> Iterator[None]:
+    """A write of the client's file, which fails whole (a temporary file renamed over it): a folder that
+    cannot be written is one line, a read-only repository's said as such (store/readonly.py)."""
+    try:
+        yield
+    except OSError as exc:
+        refused = read_only(reg.path.parent, exc) if reg.scope == "project" else None
+        if refused is not None:
+            raise refused from None
+        raise BadInput(f"{reg.path}: cannot write it ({exc.strerror or exc}); nothing written") from None
 
 
 def _missing_dirs(folder: Path) -> list[Path]:

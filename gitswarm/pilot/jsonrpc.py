@@ -17,6 +17,8 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from gitswarm.model.paths import json_showing_bytes
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -127,7 +129,7 @@ class Peer:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def _send(self, message: dict[str, Any]) -> None:
-        data = self._encoder.encode(message) + b"\n"
+        data = json_showing_bytes(self._encoder.encode, message) + b"\n"  # a path that is not UTF-8: its bytes as `\xff`
         with self._lock:
             if self.closed:
                 return

@@ -45,6 +45,7 @@ from gitswarm.adapters.process import GRACE_SECONDS, stop_runs
 from gitswarm.engine.results import plain
 from gitswarm.engine.upkeep.errorlog import record_internal_error
 from gitswarm.model.errors import GitswarmError
+from gitswarm.model.paths import json_showing_bytes
 from gitswarm.pilot import actions, tools, workers
 from gitswarm.pilot.elicit import Elicitor, cannot_ask
 from gitswarm.pilot.jsonrpc import (
@@ -284,7 +285,7 @@ class Server:
         except Exception as exc:  # the server's error boundary (cli/boundary.py's twin): a bug fails this call, not the session
             return self._error(f"internal error in {tool.name}: {self._evidence(exc, tool.name)}")
         data = plain(data)  # a result Struct as the plain data its outputSchema describes
-        text = msgspec.json.encode(data).decode()  # the same data as text, for clients that read only text
+        text = json_showing_bytes(msgspec.json.encode, data).decode()  # the same data as text, for clients that read only text
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
         if self.version >= STRUCTURED_SINCE:
             result["structuredContent"] = data

@@ -31,7 +31,7 @@ class BaseChecks:
         self.directory = common_dir.joinpath("gitswarm", *CACHE_DIR)
 
     def _path(self, base: str, command: str, env: str) -> Path:
-        key = hashlib.sha256(f"{base}\0{command}\0{env}".encode()).hexdigest()
+        key = hashlib.sha256(f"{base}\0{command}\0{env}".encode(errors="surrogateescape")).hexdigest()  # a path's own bytes
         return self.directory / f"{key}.json"
 
     def get(self, base: str, command: str, env: str = "") -> BaseCheck | None:

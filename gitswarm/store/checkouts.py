@@ -211,7 +211,7 @@ class Checkouts:
         key = self.repo_dir.resolve()
         if key not in _common_dirs:
             out = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], self.repo_dir)
-            _common_dirs[key] = Path(out.decode().strip()).resolve()
+            _common_dirs[key] = Path(os.fsdecode(out.strip())).resolve()  # a path: its own bytes, UTF-8 or not
         return _common_dirs[key]
 
     def _remove(self, path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 from pathlib import Path
 
 from gitswarm.store.gitcli import git
@@ -12,7 +13,7 @@ from gitswarm.store.gitrepo import GitCommandError
 def git_path(repo_dir: Path, name: str) -> Path:
     """Where git keeps `name` for the working tree at `repo_dir` (`git rev-parse --git-path`): `hooks`
     follows core.hooksPath, say. Always absolute."""
-    path = Path(git(["rev-parse", "--git-path", name], repo_dir).decode().strip())
+    path = Path(os.fsdecode(git(["rev-parse", "--git-path", name], repo_dir).strip()))  # its own bytes, UTF-8 or not
     return path if path.is_absolute() else (repo_dir / path).resolve()
 
 

@@ -203,7 +203,7 @@ class Worktrees:
         user's key does not vouch for an agent's work.
         """
         path = worktree.path
-        common = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path, check=False).decode().strip()
+        common = os.fsdecode(git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path, check=False).strip())
         if not common or Path(common).resolve() != self.common_dir.resolve():
             raise WorktreeViolation(f"the worker re-pointed its worktree at another repository ({common or 'none'})")
         head_ref = git(["symbolic-ref", "-q", "HEAD"], path, check=False).decode().strip()

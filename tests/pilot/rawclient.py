@@ -12,16 +12,26 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 
 class RawClient:
-    def __init__(self, repo: Path, env: dict[str, str] | None = None, version: str | None = "2025-11-25") -> None:
+    def __init__(
+        self, repo: Path, env: dict[str, str] | None = None, version: str | None = "2025-11-25",
+        argv: list[str] | None = None, lifetime: float | None = None,
+    ) -> None:
+        """`argv`: the server's command line (default `python -m gitswarm mcp`). `lifetime`: seconds after
+        which the server is killed, so that an answer that never comes fails the test (EOFError) instead of
+        hanging it."""
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gitswarm", "mcp"], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            argv or [sys.executable, "-m", "gitswarm", "mcp"], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
         )
+        self._watchdog = threading.Timer(lifetime, self.process.kill) if lifetime is not None else None
+        if self._watchdog is not None:
+            self._watchdog.start()
         self.next_id = 0
         self.notifications: list[dict[str, Any]] = []  # every notification read, in order
         self.answered: list[int | str | None] = []  # the id of every answer read (answers are not kept: a bench reads 300 of 500 KB)
@@ -77,6 +87,8 @@ class RawClient:
         assert self.process.stdin is not None
         self.process.stdin.close()
         code = self.process.wait(timeout)
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()

@@ -154,7 +154,7 @@ def worker_main(
         raise SystemExit(f"gitswarm: worker {owner}: {exc}") from None
     except DiskFull as exc:  # its lease is released by the supervisor, which stops the run
         if stopped_by is not None:
-            stopped_by.value = str(exc).encode()[: len(stopped_by) - 1]
+            stopped_by.value = str(exc).encode(errors="surrogateescape")[: len(stopped_by) - 1]  # a path's own bytes
         raise SystemExit(EXIT_DISK_FULL) from None
     finally:
         # Stopping already: a second SIGTERM (the supervisor's, after the group's) must not turn the way out into
@@ -295,7 +295,7 @@ class Supervisor:
             if process.exitcode != 0 or requeued:
                 self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued})
             if process.exitcode == EXIT_DISK_FULL:  # every other worker would meet it too: stop, release, say it
-                raise DiskFull(self.stopped_by.value.decode(errors="replace") or f"disk full under {self.swarm.common_dir}")
+                raise DiskFull(self.stopped_by.value.decode(errors="surrogateescape") or f"disk full under {self.swarm.common_dir}")
 
     def release(self, owner: str) -> list[str]:
         """A worker is gone: kill the adapter it left running and requeue its tasks."""

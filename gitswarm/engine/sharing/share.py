@@ -77,7 +77,7 @@ def remote_key(swarm: Swarm, remote: str) -> str:
     if not _looks_like_url(remote) and not Path(remote).expanduser().exists():
         known = ", ".join(names) or "none"
         raise BadInput(f"no remote named {remote!r} (remotes here: {known}) and no repository at that path")
-    return "url-" + hashlib.sha256(remote.encode()).hexdigest()[:12]
+    return "url-" + hashlib.sha256(remote.encode(errors="surrogateescape")).hexdigest()[:12]  # a path's own bytes
 
 
 def transport(swarm: Swarm) -> GitTransport:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gitswarm.engine.swarm import Swarm
@@ -24,7 +25,7 @@ def diagnose(swarm: Swarm) -> dict:
     else:
         checks.append(_check("git", False, "the git CLI is not on PATH (needed for push, pull and worktrees)"))
     jobs = swarm.index.job_ids()
-    checks.append(_check("index", True, f"{swarm.index.path} (format v{INDEX_FORMAT}, {len(jobs)} jobs)"))
+    checks.append(_check("index", True, _index_detail(swarm, len(jobs))))
     for job_id, message in sorted(swarm.index.invalid.items()):
         checks.append(_check(f"job {job_id}", False, str(message)))
     bad = 0
@@ -47,6 +48,17 @@ def diagnose(swarm: Swarm) -> dict:
     return {"ok": all(c["ok"] for c in checks), "checks": checks}
 
 
+def _index_detail(swarm: Swarm, jobs: int) -> str:
+    """Where the index is; doctor writes none (a read-only repository, a clone that has none yet):
+    one read from the refs into memory is checked instead."""
+    index = swarm.index
+    if index.read_only is not None:
+        return f"read-only repository, {index.read_only}: {jobs} jobs read from the refs into memory; commands that write refuse"
+    if index.in_memory:
+        return f"none yet at {index.path}: {jobs} jobs read from the refs into memory; the first command that writes makes it"
+    return f"{index.path} (format v{INDEX_FORMAT}, {jobs} jobs)"
+
+
 def _remote_checks(swarm: Swarm) -> list[dict]:
     """For each remote this machine can read the configuration of (a path on disk): whether it refuses
     forced pushes, without which anyone with push access can rewind shared history (docs/sharing.md).
@@ -55,7 +67,7 @@ def _remote_checks(swarm: Swarm) -> list[dict]:
     found = []
     names = git(["remote"], here, check=False).decode().split()
     for name in names:
-        url = git(["config", "--get", f"remote.{name}.url"], here, check=False).decode().strip()
+        url = os.fsdecode(git(["config", "--get", f"remote.{name}.url"], here, check=False).strip())  # a path, maybe not UTF-8
         if not url or ("://" in url and not url.startswith("file://")) or ":" in url.split("/", 1)[0]:
             continue  # a network remote (or scp-like host:path): its configuration is not readable from here
         path = Path(url.removeprefix("file://")).expanduser()

@@ -22,6 +22,7 @@ from gitswarm.store.index.schema import (
     open_memory,
     scan_every_btree,
 )
+from gitswarm.store.readonly import refusal, refused, unwritable
 
 
 class IndexReplaced(sqlite3.DatabaseError):
@@ -47,8 +48,10 @@ class IndexConnection:
 
     With `create=False` and no index on disk yet, the index is made in memory
     and nothing is written: read commands in a fresh clone leave `.git` as it
-    was. Leases live only in the index, so whatever takes them opens it with
-    `create=True`.
+    was. So it is in a repository that cannot be written (a read-only mount:
+    `read_only` says why); there `create=True` raises ReadOnlyRepository
+    before anything is written. Leases live only in the index, so whatever
+    takes them opens it with `create=True`.
     """
 
     _file: tuple[int, int] | None = None  # (device, inode) of the file this connection opened
@@ -56,14 +59,27 @@ class IndexConnection:
     def __init__(self, common_dir: Path, create: bool = True) -> None:
         self.path = index_path(common_dir)
         self.rebuilt = False
+        self.read_only: str | None = None  # in a repository that cannot be written: why (`cannot write to ...`)
         self.in_memory = not create and not self.path.exists()
         self._lock: int | None = None  # nobody else can reach an index in memory: no lock to queue on
         if self.in_memory:
+            self.read_only = unwritable(self.path.parent)
             self.db = open_memory()
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = os.open(self.path.with_name("index.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self.db = self._connect()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = os.open(self.path.with_name("index.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self.db = self._connect()
+        except (OSError, sqlite3.Error) as exc:
+            why = refusal(self.path.parent, exc)
+            if why is None:
+                raise
+            if self._lock is not None:
+                os.close(self._lock)
+                self._lock = None
+            if create:
+                raise refused(why) from None
+            self.read_only, self.in_memory, self.db = why, True, open_memory()
 
     def _connect(self) -> sqlite3.Connection:
         try:
