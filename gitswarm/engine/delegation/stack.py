@@ -13,7 +13,7 @@ here and accepts it skips the task (`skipped_because`). The merge train
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gitswarm.engine.delegation.merge import WHO, mergeable
@@ -57,12 +57,13 @@ class Stepped:
     conflicts: tuple[str, ...] = ()
 
 
-def stack_on(repo: GitRepo, ours: str, theirs: str, message: str) -> Stepped:
-    """`theirs` stacked on `ours`: `ours` when it contains `theirs`, `theirs` when it contains `ours`, else a
+def stack_on(repo: GitRepo, ours: str, theirs: str, message: str, parts: Sequence[str] = ()) -> Stepped:
+    """`theirs` stacked on `ours`: `ours` when it contains `theirs`; `theirs` when it contains `ours`, or every
+    commit of `parts` (those `ours` was stacked from: a head stacked on them replaces their merge); else a
     merge commit of the two (parents `ours`, `theirs`; made in memory, its time the later of theirs)."""
     if ours == theirs or repo.is_ancestor(theirs, ours):
         return Stepped(ours)
-    if repo.is_ancestor(ours, theirs):
+    if repo.is_ancestor(ours, theirs) or (parts and all(repo.is_ancestor(part, theirs) for part in parts)):
         return Stepped(theirs)
     tree, conflicts = repo.merge_in_memory(ours, theirs)
     if tree is None:
@@ -110,7 +111,7 @@ def stack_for(repo: GitRepo, snapshot: Snapshot, task_id: str, weigh: Weigh) -> 
             f"The verified patches of {below} and {upstream.task}, merged for the tasks that depend on them.\n\n"
             f"Gitswarm-Job: {snapshot.job_id}\nGitswarm-Stack: {' '.join(u.task for u in upstreams[: n + 1])}\n"
         )
-        step = stack_on(repo, base, upstream.head, message)
+        step = stack_on(repo, base, upstream.head, message, [u.head for u in upstreams[:n]])
         if step.commit is None:
             return Refused(
                 f"conflict: the patches of its upstreams {below} and {upstream.task} do not merge, in "
