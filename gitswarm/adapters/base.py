@@ -52,6 +52,8 @@ class Outcome:
     artifacts: list[Artifact] = field(default_factory=list)
     retryable: bool = True
     text: str = ""  # the agent's final answer, as it printed it
+    base: str | None = None  # the stacked base the attempt started from, when not the job's (engine/delegation/stack.py)
+    skipped_because: str | None = None  # an upstream task whose patch it could not start from: skipped, not failed
 
 
 class Adapter(Protocol):

@@ -44,7 +44,7 @@ def verify(ctx: typer.Context, patch: PatchArg) -> None:
 
 def merge(
     ctx: typer.Context,
-    patch: PatchArg,
+    patch: Annotated[str, typer.Argument(metavar="PATCH|JOB", help="Patch artifact id or prefix, or a job: its merge train.")],
     into: Annotated[str | None, typer.Option("--into", help="Target branch (default: the branch the job started from).")] = None,
     squash: Annotated[bool, typer.Option("--squash", help="One new commit on the target.")] = False,
     rebase: Annotated[bool, typer.Option("--rebase", help="Linear history: fast-forward, else one commit on the target.")] = False,
@@ -55,15 +55,24 @@ def merge(
         bool, typer.Option("--approve", help="Approve its job here, verify it here when nothing that counts here did, then merge.")
     ] = False,
 ) -> None:
-    """Merge a patch verified for its exact head; exit 1 on conflicts or failed rechecks, nothing changed."""
+    """Merge a patch verified for its exact head, or a job's verified patches in one move (its merge train);
+    exit 1 when anything did not merge."""
     if squash + rebase + merge_commit > 1:
         raise BadInput("choose one of --squash, --rebase, --merge")
     mode: Literal["merge", "squash", "rebase"] = "squash" if squash else "rebase" if rebase else "merge"
-    from gitswarm.engine.delegation import patches  # deferred: see the note at the imports
+    from gitswarm.engine.delegation import merge_job, patches  # deferred: see the note at the imports
     from gitswarm.engine.sharing import approval
 
     c = _ctx(ctx)
     swarm = c.swarm()
+    if merge_job.names_a_job(swarm, patch):
+        if squash or rebase or repair or approve:
+            raise BadInput("merge JOB: --squash, --rebase, --repair and --approve are for one patch; a job's patches land in one move")
+        train = merge_job.merge_job(swarm, patch, into, no_recheck)
+        c.output.result(train, render.train)
+        if any(p.status not in ("landed", "merged_before") for p in train.patches):
+            raise typer.Exit(EXIT_FAILED)
+        return
     if approve:
         c.output.info(f"gitswarm: {approval.approval_summary(swarm, patch)}")
         data = approval.approve_and_merge(swarm, patch, into, mode, no_recheck, repair)

@@ -199,3 +199,23 @@ def next_steps(data: dict) -> list[str]:
             steps.append(f"gitswarm worktrees discard {job}/{task['id']}    (throw the attempt away)")
     steps = steps or [f"gitswarm show {job}    (its tasks and what they left)"]
     return [("next: " if n == 0 else "      ") + step for n, step in enumerate(steps)]
+
+
+TRAIN_STATUS = {
+    "landed": "landed", "conflicted": "conflicted", "broke_stack": "broke the stack", "held_back": "held back",
+    "unverified": "not verified", "merged_before": "merged before",
+}
+
+
+def train(data: dict) -> str:
+    """`merge JOB`: what moved, then each patch and what became of it."""
+    landed = sum(p["status"] == "landed" for p in data["patches"])
+    if data["new"] == data["old"]:
+        head = f"nothing landed on {data['into']}; it stays at {data['old'][:12]}"
+    else:
+        how = "fast-forward" if data["fast_forward"] else "one merge commit"
+        head = f"merged job {data['job'][:12]} into {data['into']}: {data['old'][:12]} -> {data['new'][:12]} ({how}, {landed} patch{'' if landed == 1 else 'es'})"
+    rows = [
+        (p["task"], p["patch"][:12], TRAIN_STATUS.get(p["status"], p["status"]), p["why"] or "") for p in data["patches"]
+    ]
+    return head + f"; checks ran {plural(data['check_runs'], 'time')}\n" + table(("TASK", "PATCH", "RESULT", "WHY"), rows)

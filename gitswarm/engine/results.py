@@ -8,7 +8,7 @@ shape a script parses and the schema a pilot is given cannot drift apart.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -68,6 +68,28 @@ class MergeResult(msgspec.Struct, kw_only=True):
     old: str
     new: str
     fast_forward: bool
+
+
+class TrainCar(msgspec.Struct, kw_only=True):
+    """One patch of a merge train and what became of it."""
+
+    task: str
+    patch: str
+    head: str
+    status: Literal["landed", "conflicted", "broke_stack", "held_back", "unverified", "merged_before"]
+    why: str | None = None  # for every status but landed: the files, the checks that failed, the upstream, the verdict
+
+
+class TrainResult(msgspec.Struct, kw_only=True):
+    """`merge JOB`: the job's verified patches stacked, checked and landed on a branch in one move (or none)."""
+
+    job: str
+    into: str
+    old: str
+    new: str  # old when nothing landed
+    fast_forward: bool
+    check_runs: int  # how many times the stacked checks ran (1 when they passed at once)
+    patches: list[TrainCar]
 
 
 class SteerRecorded(msgspec.Struct, kw_only=True):

@@ -60,6 +60,8 @@ class TaskFinished(OpBase, tag="finished", kw_only=True, frozen=True):
     retryable: bool = True
     cost_usd: float = 0.0  # what the attempt's agent runs cost, as reported or priced
     tokens: int = 0  # their input + output tokens
+    base: str | None = None  # the commit the attempt started from when stacked on its upstreams' patches
+    skipped_because: str | None = None  # not ok: an upstream whose patch it cannot start from (→ skipped)
 
 
 class LeaseRenewed(OpBase, tag="renewed", kw_only=True, frozen=True):

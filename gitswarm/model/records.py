@@ -39,10 +39,12 @@ POISON = frozenset({TaskState.FAILED, TaskState.CANCELLED, TaskState.SKIPPED})
 SHELL = "shell"  # the one adapter that is not an agent
 
 
-def runs_in_users_tree(mode: str, adapter: str) -> bool:
-    """Whether a task runs in the user's working tree: shell analyze tasks (`pytest`, a build). Implement
-    tasks have their worktree, agents' analyze tasks a read-only checkout (engine/delegation/readonly.py)."""
-    return mode != "implement" and adapter == SHELL
+def runs_in_users_tree(mode: str, adapter: str, stacked: bool = False) -> bool:
+    """Whether a task runs in the user's working tree: shell analyze tasks (`pytest`, a build) that are
+    not `stacked` on implement tasks (model/stacking.py). Implement tasks have their worktree, agents'
+    analyze tasks a read-only checkout (engine/delegation/readonly.py), stacked shell tasks a clean
+    checkout of their upstreams' patches (engine/delegation/stack.py)."""
+    return mode != "implement" and adapter == SHELL and not stacked
 
 
 class JobStatus(enum.StrEnum):
@@ -116,6 +118,7 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
     updated: float = 0.0
     follow_up: FollowUp | None = None  # the follow-up its attempts carry out (since the last one)
     steering: tuple[Guidance, ...] = ()  # steers waiting for its next attempt or repair round
+    base: str | None = None  # the stacked base its last attempt started from (None: the job's base)
 
     @property
     def id(self) -> str:

@@ -175,7 +175,14 @@ class _Apply:
                 task = self.running(task_id, token)
                 spent_usd, tokens = spent_usd + op.cost_usd, tokens + op.tokens
                 task = msgspec.structs.replace(task, artifacts=task.artifacts + artifacts)
-                if ok:
+                if op.base is not None:
+                    task = msgspec.structs.replace(task, base=op.base)
+                if op.skipped_because is not None and not ok:  # an upstream it cannot start from
+                    skipped = self.set(
+                        task, state=TaskState.SKIPPED, skipped_because=op.skipped_because, error=error, owner=None, lease_expires=None,
+                    )
+                    self.skip_dependents(skipped)
+                elif ok:
                     done = self.set(task, state=TaskState.SUCCEEDED, error=None, owner=None, lease_expires=None)
                     self.unblock_dependents(done)
                 else:

@@ -162,6 +162,10 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
     if isinstance(op, TaskFinished):
         _need(0 <= op.cost_usd <= MAX_FLOAT and 0 <= op.tokens <= MAX_INT, where, "cost or tokens out of range")
         _text(op.error, f"{where}.error")
+        _need(op.base is None or _HEX.fullmatch(op.base) is not None, f"{where}.base", "not a commit id")
+        if op.skipped_because is not None:
+            _task_id(op.skipped_because, f"{where}.skipped_because")
+            _need(not op.ok, where, "skipped_because on a finish that succeeded")
     if isinstance(op, (Cancelled, BudgetStopped)):
         _text(op.reason, f"{where}.reason")
     if isinstance(op, Approved):

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitswarm.engine.config import load_config
+from gitswarm.engine.delegation import merge_job as train
 from gitswarm.engine.delegation import patches, similar
 from gitswarm.engine.delegation.merge import mergeable
 from gitswarm.engine.jobs import followup, steering
-from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified
+from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, TrainResult, Verified
 from gitswarm.engine.routing.adapter_checks import refuse_unusable
 from gitswarm.engine.sharing import audit
 from gitswarm.engine.swarm import Swarm
@@ -252,6 +253,13 @@ def merge(repo: Path, patch: str, into: str | None = None, mode: Mode = "merge")
         if not mergeable(weighed, patch_id):
             raise WorkFailed(why_not_mergeable(weighed, patch_id, found.head))
         return patches.merge(swarm, patch_id, into, mode, no_recheck=False)
+
+
+def merge_job(repo: Path, job: str, into: str | None = None) -> TrainResult:
+    """`gitswarm merge JOB`: the job's verified patches (deciding verdicts that count here and accept them) stacked,
+    checked once and landed in one move; a tool error, nothing merged, when none is verified."""
+    with closing(Swarm(repo)) as swarm:
+        return train.merge_job(swarm, job, into)
 
 
 def why_not_mergeable(weighed: list[Weighed], patch_id: str, head: str) -> str:

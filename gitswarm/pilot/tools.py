@@ -22,7 +22,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 import msgspec
 from msgspec import Meta
 
-from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified, output_schema
+from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, TrainResult, Verified, output_schema
 from gitswarm.model.errors import BadInput
 from gitswarm.pilot import actions, watch
 from gitswarm.pilot.elicit import Ask, cannot_ask
@@ -164,6 +164,15 @@ class Merge(Arguments):
     mode: Literal["merge", "squash", "rebase"] = "merge"
 
 
+class MergeJob(Arguments):
+    """Merge a job's verified patches in one move (its merge train): stacked in dependency order on the target's
+    tip, the checks run once on the stack (bisected to the patch that breaks it), then the target moves once; says
+    per patch landed, conflicted, broke_stack, held_back, unverified or merged_before."""
+
+    job: Id
+    into: Annotated[Revision | None, Meta(description="Target branch (default: the job's).")] = None
+
+
 class Review(Arguments):
     """Add a verdict (accept or reject, with a note) on a patch's head or a commit, as this clone's user."""
 
@@ -222,6 +231,7 @@ TOOLS: dict[str, Tool[Any]] = {
         Tool("retry", Retry, lambda repo, a, _: actions.retry(repo, a.task, a.start)),
         Tool("verify", Verify, lambda repo, a, _: actions.verify(repo, a.patch), Verified),
         Tool("merge", Merge, lambda repo, a, _: actions.merge(repo, a.patch, a.into, a.mode), MergeResult),
+        Tool("merge_job", MergeJob, lambda repo, a, _: actions.merge_job(repo, a.job, a.into), TrainResult),
         Tool("review", Review, lambda repo, a, _: actions.review(repo, a.target, a.accept, a.note), Reviewed),
         Tool("follow_up", FollowUp, lambda repo, a, _: actions.follow_up(repo, a.target, a.instruction, a.resume_session, a.start)),
         Tool("steer", Steer, lambda repo, a, _: actions.steer(repo, a.target, a.text), SteerRecorded),

@@ -88,6 +88,8 @@ class Result:
     error: str | None = None
     artifacts: Sequence[Artifact] = ()
     retryable: bool = True
+    base: str | None = None  # the stacked base the attempt started from (engine/delegation/stack.py)
+    skipped_because: str | None = None  # the upstream whose patch it could not start from: skipped, not failed
 
 
 class Leases(Protocol):
@@ -392,7 +394,7 @@ class Ledger:
         """A worker's final write, accepted only while its token is current and its lease live."""
         self.refs.write_artifacts(artifacts)
         with self.index.immediate():
-            return self._finish_locked(lease, ok, now, error, artifacts, retryable)
+            return self._finish_locked(lease, Result(ok, error, artifacts, retryable), now)
 
     def finish_and_claim(self, lease: Lease, result: Result, now: float, ask: Ask | None) -> tuple[Task, Lease | None]:
         """finish(), then claim the worker's next task (`ask`; None: no claim) in the same critical section.
@@ -403,9 +405,11 @@ class Ledger:
         refused finish claims nothing.
         """
         if ask is None:
-            return self.finish(lease, result.ok, now, result.error, result.artifacts, result.retryable), None
+            self.refs.write_artifacts(result.artifacts)
+            with self.index.immediate():
+                return self._finish_locked(lease, result, now), None
         ttl, job_id, exclude, skip_jobs = ask.ttl, ask.job, ask.exclude, ask.skip_jobs
-        finish = self._finish_builder(lease, result.ok, now, result.error, result.artifacts, result.retryable)
+        finish = self._finish_builder(lease, result, now)
         artifacts = result.artifacts
         self.refs.write_artifacts(artifacts)
         with self.index.immediate():
@@ -441,26 +445,23 @@ class Ledger:
         if row is None or row[0] != lease.token or row[1] < now or row[2] != lease.owner:
             raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
 
-    def _finish_builder(
-        self, lease: Lease, ok: bool, now: float, error: str | None, artifacts: Sequence[Artifact], retryable: bool
-    ) -> Callable[[Snapshot], tuple[TaskFinished, Sequence[Artifact]]]:
+    def _finish_builder(self, lease: Lease, result: Result, now: float) -> Callable[[Snapshot], tuple[TaskFinished, Sequence[Artifact]]]:
+        artifacts = result.artifacts
         ids = tuple(artifact_id(a) for a in artifacts)
         runs = [a for a in artifacts if isinstance(a, Run)]
         cost = round(sum(r.cost_usd or 0.0 for r in runs), 8)
         tokens = sum(r.tokens for r in runs)
         return lambda s: (
             self.refs.next_op(
-                TaskFinished, s, now, task=lease.task, token=lease.token, ok=ok, error=error, artifacts=ids,
-                retryable=retryable, cost_usd=cost, tokens=tokens,
+                TaskFinished, s, now, task=lease.task, token=lease.token, ok=result.ok, error=result.error, artifacts=ids,
+                retryable=result.retryable, cost_usd=cost, tokens=tokens, base=result.base, skipped_because=result.skipped_because,
             ),
             artifacts,
         )
 
-    def _finish_locked(
-        self, lease: Lease, ok: bool, now: float, error: str | None, artifacts: Sequence[Artifact], retryable: bool
-    ) -> Task:
+    def _finish_locked(self, lease: Lease, result: Result, now: float) -> Task:
         self._check_lease(lease, now)
-        _, change = self._transition(lease.job, self._finish_builder(lease, ok, now, error, artifacts, retryable))
+        _, change = self._transition(lease.job, self._finish_builder(lease, result, now))
         return change.tasks[lease.task]
 
     def report_problems(self, listener: Callable[[str], None]) -> None:

@@ -59,7 +59,7 @@ def test_the_handshake_names_the_server_and_what_it_offers(client: RawClient) ->
     assert set(result["capabilities"]) == {"tools", "resources"}
     assert client.request("ping") == {"jsonrpc": "2.0", "id": client.next_id, "result": {}}
     tools = client.request("tools/list")["result"]["tools"]
-    assert len(tools) == 16 and all(t["inputSchema"]["type"] == "object" and t["description"] for t in tools)
+    assert len(tools) == 17 and all(t["inputSchema"]["type"] == "object" and t["description"] for t in tools)
     templates = client.request("resources/templates/list")["result"]["resourceTemplates"]
     assert {t["uriTemplate"] for t in templates} == {"gitswarm://jobs/{job}/summary", "gitswarm://patches/{patch}/diff"}
 

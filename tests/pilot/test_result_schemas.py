@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, Verified, output_schema
+from gitswarm.engine.results import Changed, MergeResult, Reviewed, SteerRecorded, TrainResult, Verified, output_schema
 from tests.conftest import cli, register_scripted
 from tests.pilot.rawclient import RawClient
 
@@ -33,6 +33,7 @@ def test_verify_and_merge_advertise_the_schema_of_their_result_type(project: Pat
     tools = tools_listed(project, "2025-11-25")
     assert tools["verify"]["outputSchema"] == output_schema(Verified)
     assert tools["merge"]["outputSchema"] == output_schema(MergeResult)
+    assert tools["merge_job"]["outputSchema"] == output_schema(TrainResult)
     assert tools["verify"]["outputSchema"]["type"] == "object"
     assert set(tools["verify"]["outputSchema"]["required"]) == set(Verified.__struct_fields__)
     assert "CheckView" in tools["verify"]["outputSchema"]["$defs"]

@@ -20,7 +20,7 @@ from tests.pilot.mcpclient import Session
 FIX = "edit README.md: replace hello with world"
 CHECK = "grep -qx world README.md"
 TOOLS = {"submit_job", "delegate", "status", "show", "artifacts", "artifact", "diff", "log", "wait",
-         "cancel", "retry", "verify", "merge", "review", "follow_up", "steer"}
+         "cancel", "retry", "verify", "merge", "merge_job", "review", "follow_up", "steer"}
 
 
 @pytest.fixture
@@ -110,6 +110,18 @@ def test_a_pilot_delegates_waits_reads_and_merges(pilot: Session, project: Path)
     assert not merged.is_error, merged.text
     assert merged.data["into"] == "main" and (project / "README.md").read_text() == "world\n"
     assert git(project, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_merge_job_lands_a_jobs_verified_patches_in_one_move(pilot: Session, project: Path) -> None:
+    started = delegate_and_wait(pilot, FIX, [CHECK])
+    before = rev(project)
+    merged = pilot.call("merge_job", {"job": started["job"][:10]})
+    assert not merged.is_error, merged.text
+    assert merged.data["old"] == before and merged.data["new"] == rev(project) != before and merged.data["check_runs"] == 1
+    assert [(p["task"], p["status"]) for p in merged.data["patches"]] == [("delegate", "landed")]
+    assert (project / "README.md").read_text() == "world\n"
+    again = pilot.call("merge_job", {"job": started["job"]})
+    assert again.is_error and "no verified patch to merge" in again.text and rev(project) == merged.data["new"]
 
 
 def test_a_rejected_patch_is_not_merged_and_the_pilot_is_told_why(pilot: Session, project: Path) -> None:

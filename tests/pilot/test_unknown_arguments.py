@@ -69,7 +69,7 @@ def test_known_arguments_alone_still_work(client: RawClient) -> None:
 
 def test_every_listed_schema_forbids_other_properties(client: RawClient) -> None:
     tools = client.request("tools/list")["result"]["tools"]
-    assert len(tools) == 16
+    assert len(tools) == 17
     assert all(t["inputSchema"]["additionalProperties"] is False for t in tools)
 
 

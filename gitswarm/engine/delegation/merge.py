@@ -117,17 +117,23 @@ def apply_merge(repo: GitRepo, repo_dir: Path, plan: MergePlan, checked_out: Pat
     The worktree goes first: if it cannot take the merge (an untracked file in
     the way) nothing has moved. If the CAS then loses, the worktree is put back.
     """
+    move_target(repo, plan.target, plan.old, plan.new, checked_out, f"gitswarm: merge patch {plan.patch_id[:12]}")
+
+
+def move_target(repo: GitRepo, target: str, old: str, new: str, checked_out: Path | None, reason: str) -> None:
+    """`target` moved from `old` to `new` by one CAS (its reflog says `reason`), a clean worktree that has it
+    checked out brought along first (`read-tree -m -u`: it refuses to lose anything) and put back on a lost CAS."""
     if checked_out is not None:
         try:
-            move_files(checked_out, plan.old, plan.new)
+            move_files(checked_out, old, new)
         except GitCommandError as exc:
             raise WorkFailed(f"{checked_out} cannot take the merge: {exc}; nothing merged") from None
     try:
-        repo.cas_ref(plan.target, plan.new, plan.old, f"gitswarm: merge patch {plan.patch_id[:12]}")
+        repo.cas_ref(target, new, old, reason)
     except RefConflict:
         if checked_out is not None:
-            move_files(checked_out, plan.new, plan.old)
-        raise WorkFailed(f"{plan.target.removeprefix('refs/heads/')} moved while merging; nothing merged") from None
+            move_files(checked_out, new, old)
+        raise WorkFailed(f"{target.removeprefix('refs/heads/')} moved while merging; nothing merged") from None
 
 
 def merged_decision(plan: MergePlan, now: float) -> Decision:

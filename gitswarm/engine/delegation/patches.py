@@ -80,7 +80,7 @@ def patch_diff(swarm: Swarm, prefix: str) -> bytes:
     return swarm.repo.read_blob(patch.diff.oid)
 
 
-def _store(swarm: Swarm) -> BlobWriter:
+def store_of(swarm: Swarm) -> BlobWriter:
     def store(data: bytes, dropped: int) -> BlobRef:
         return BlobRef(oid=swarm.repo.write_blob(data), size=len(data) + dropped, truncated=dropped)
 
@@ -105,7 +105,7 @@ def verify_now(swarm: Swarm, prefix: str) -> Verified:
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
     result = verify(
-        swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, auditor,
+        swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, store_of(swarm), swarm.clock, auditor,
         rules_of(swarm.repo.workdir, spec),
     )
     recorded = swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
@@ -167,7 +167,7 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         if not plan.fast_forward and not no_recheck and spec.checks:
             refuse_untrusted(swarm, patch.job, "merge (its checks run again on the merged tree)")
             ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
-            checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, _store(swarm), swarm.clock)
+            checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, store_of(swarm), swarm.clock)
             swarm.ledger.record_artifacts(patch.job, patch.task, checks, swarm.clock())
             failed = [c.command for c in checks if not c.passed]
             if failed:

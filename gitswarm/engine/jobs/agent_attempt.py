@@ -22,7 +22,9 @@ from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.registry import Registry
 from gitswarm.engine.config import Config, load_config
 from gitswarm.engine.delegation.attempt import Delegation
+from gitswarm.engine.delegation.combined import InCheckout
 from gitswarm.engine.delegation.readonly import ReadOnly
+from gitswarm.engine.delegation.stack import Refused, Stacked, stack_for
 from gitswarm.engine.jobs.steering import deliver
 from gitswarm.engine.knowledge.followup_section import continuation
 from gitswarm.engine.knowledge.memory import auto_promote, notes_of
@@ -53,19 +55,38 @@ class AgentAttempt:
     exclude: frozenset[str]
 
     def run(self, lease: Lease, runner: Runner, lost: Callable[[], bool]) -> Outcome:
-        """Run the leased attempt of an agent task (or of a shell implement task) to its outcome."""
+        """Run the leased attempt of an agent task (or of a shell implement task, or of a shell task stacked on
+        implement tasks) to its outcome."""
         spec = lease.spec
         if spec.mode == "implement" and spec.adapter != "shell":
             refused = self._refused_follow_up(lease)
             if refused is not None:  # pulled instructions from elsewhere: nothing runs for them
                 return Outcome(ok=False, error=refused, retryable=False)
+        stacked = self._stacked(lease)
+        if isinstance(stacked, Refused):  # an unverified upstream (skipped), or upstreams that conflict (failed)
+            return Outcome(ok=False, error=stacked.error, retryable=False, skipped_because=stacked.skipped_because)
+        base = stacked.base if stacked is not None else lease.base
+        outcome = self._run_from(lease, base, runner, lost)
+        if stacked is not None:
+            outcome.base = stacked.base
+        return outcome
+
+    def _run_from(self, lease: Lease, base: str | None, runner: Runner, lost: Callable[[], bool]) -> Outcome:
+        spec = lease.spec
+        if spec.mode != "implement" and spec.adapter == "shell":  # stacked: the worker runs the others in the user's tree
+            if base is None:
+                raise BadInput(f"task {spec.id}: the job has no base commit")
+            ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
+            repo = self.leases.refs.repo
+            in_checkout = InCheckout(repo.workdir or repo.common_dir, self.worktrees().root, self.store_blob, self.clock)
+            return in_checkout.run(self.registry.get(spec.adapter), ctx, base, spec, runner)
         # Read once per attempt, and only for an agent's: the packet and the routing share it.
         config = Config() if spec.adapter == "shell" else load_config(self.leases.refs.repo.workdir)
         routed = self._route(lease, config)
         adapter = self.registry.get(routed.adapter if routed is not None else spec.adapter)
         ctx = dataclasses.replace(self._context(lease, config), route=routed)
         if spec.mode == "implement":
-            if lease.base is None:
+            if base is None:
                 raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
             auditor = self.registry.get(spec.auditor) if spec.auditor else None
             delegation = Delegation(
@@ -74,14 +95,21 @@ class AgentAttempt:
             follow = None if spec.adapter == "shell" else self._snapshot(lease).task(lease.task).follow_up
             if follow is not None and follow.resume_session:
                 ctx = dataclasses.replace(ctx, session=follow.session)
-            return delegation.run(adapter, ctx, lease.base, spec, runner, lost, follow)
-        if lease.base is None:
+            return delegation.run(adapter, ctx, base, spec, runner, lost, follow)
+        if base is None:
             raise BadInput(
                 f"task {spec.id}: the job has no base commit for a read-only analyze task "
                 "(submitted by an older gitswarm?): submit it again"
             )
         readonly = ReadOnly(self.leases.refs.repo, self.worktrees().root, self.store_blob, self.clock)
-        return readonly.run(adapter, ctx, lease.base, spec, runner)
+        return readonly.run(adapter, ctx, base, spec, runner)
+
+    def _stacked(self, lease: Lease) -> Stacked | Refused | None:
+        """Where a task that depends on implement tasks starts (engine/delegation/stack.py); None: the job's base."""
+        if not lease.spec.depends_on:
+            return None
+        repo = self.leases.refs.repo
+        return stack_for(repo, self._snapshot(lease), lease.task, notes_of(repo).weigh)
 
     def _refused_follow_up(self, lease: Lease) -> str | None:
         """Why the follow-up this attempt would carry out may not run here, or None (no follow-up, or one that may).

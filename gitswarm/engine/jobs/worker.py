@@ -26,6 +26,7 @@ from gitswarm.model.artifacts import BlobRef
 from gitswarm.model.errors import BadInput, CorruptRecord, LeaseLost, NotFound
 from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 from gitswarm.model.records import runs_in_users_tree
+from gitswarm.model.stacking import stacked_on
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.kept_results import KeptResults
@@ -152,7 +153,7 @@ class Worker:
         background = self.pipeline.background if self.pipeline is not None else None
         heartbeat = _Heartbeat(self.ledger, lease, self.clock, self.options.lease, self.guard, self.supervised, background)
         try:
-            if runs_in_users_tree(spec.mode, spec.adapter):
+            if runs_in_users_tree(spec.mode, spec.adapter, self._stacked(lease)):
                 ctx = RunContext(job=lease.job, task=lease.task, attempt=lease.attempt, workdir=self.workdir, base_env=os.environ)
                 outcome = execute(self.registry.get(spec.adapter), spec, ctx, self._runner(heartbeat), self._store_blob, self.clock)
             else:
@@ -168,6 +169,15 @@ class Worker:
                 return StepResult(lease, accepted=True, ok=outcome.ok, error=outcome.error)
             self.pipeline.flush()
         return self._finish(lease, outcome)
+
+    def _stacked(self, lease: Lease) -> bool:
+        """Whether a shell analyze task depends on implement tasks: it runs on a clean checkout of their
+        patches (engine/delegation/combined.py), not in the user's tree."""
+        spec = lease.spec
+        if not spec.depends_on or spec.mode == "implement" or spec.adapter != "shell":
+            return False
+        snapshot = self.ledger.refs.snapshot(lease.job, self.ledger.index.job_tip(lease.job))
+        return bool(stacked_on(spec, lambda task_id: snapshot.task(task_id).spec))
 
     def agents(self) -> AgentAttempt:
         """What runs this worker's agent tasks (and shell implement tasks), made when the first one comes."""
@@ -240,7 +250,7 @@ class Worker:
 
     def _write(self, lease: Lease, outcome: Outcome) -> Lease | None:
         o = self.options
-        result = Result(outcome.ok, outcome.error, outcome.artifacts, outcome.retryable)
+        result = Result(outcome.ok, outcome.error, outcome.artifacts, outcome.retryable, outcome.base, outcome.skipped_because)
         _, next_lease = self.ledger.finish_and_claim(lease, result, self.clock(), Ask(self.owner, o.lease, o.job, o.exclude, o.skip_jobs))
         return next_lease
 

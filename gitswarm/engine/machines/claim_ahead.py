@@ -118,7 +118,7 @@ class Pipeline:
         lease, outcome = self.pending
         c = self.claiming
         ask = Ask(c.owner, c.ttl, c.job, c.exclude, c.skip_jobs) if self.ahead is None and self._deep() else None
-        result = Result(outcome.ok, outcome.error, outcome.artifacts, outcome.retryable)
+        result = Result(outcome.ok, outcome.error, outcome.artifacts, outcome.retryable, outcome.base, outcome.skipped_because)
         try:
             _, after = self.ledger.finish_and_claim(lease, result, self.clock(), ask, patient=patient)
         except LeaseLost:

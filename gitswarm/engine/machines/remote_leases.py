@@ -284,7 +284,7 @@ class RemoteLedger(Ledger):
         (not `patient`: RemoteUnavailable, and the caller tries again later).
         """
         artifacts = result.artifacts
-        finish = self._finish_builder(lease, result.ok, now, result.error, artifacts, result.retryable)
+        finish = self._finish_builder(lease, result, now)
         self.refs.write_artifacts(artifacts)
         picked: list[str | None] = [None]
 

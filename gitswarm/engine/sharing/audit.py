@@ -18,7 +18,7 @@ from gitswarm.adapters.base import RunContext
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config
 from gitswarm.engine.delegation.check_view import check_view
-from gitswarm.engine.delegation.patches import _store, find_patch, run_plain, worktrees_of
+from gitswarm.engine.delegation.patches import find_patch, run_plain, store_of, worktrees_of
 from gitswarm.engine.delegation.verify import AUDIT_RULES, nothing_to_check, verify
 from gitswarm.engine.knowledge.memory import auto_promote
 from gitswarm.engine.results import Audited, Reviewed
@@ -66,7 +66,7 @@ def audit(swarm: Swarm, rev: str = "HEAD", checks: list[str] | None = None, audi
     )
     ctx = RunContext(AUDIT, AUDIT, 1, repo_dir, os.environ)
     result = verify(
-        swarm.repo, Path(repo_dir), worktrees_of(swarm).root, patch, spec, ctx, run_plain, _store(swarm), swarm.clock, reviewer, AUDIT_RULES
+        swarm.repo, Path(repo_dir), worktrees_of(swarm).root, patch, spec, ctx, run_plain, store_of(swarm), swarm.clock, reviewer, AUDIT_RULES
     )
     verdict = result.verdict
     return Audited(

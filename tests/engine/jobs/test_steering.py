@@ -56,7 +56,7 @@ def test_a_steer_reaches_the_next_attempt_exactly_once(repo: Path, tmp_path: Pat
 
 def test_a_job_wide_steer_reaches_the_next_task_to_start_only(repo: Path, tmp_path: Path) -> None:
     control = register_gated(repo, tmp_path / "gated")
-    job = submit(repo, implement("first", "write a.txt: a"), implement("then", "write b.txt: b", depends_on='["first"]'))
+    job = submit(repo, implement("first", "write a.txt: a", checks='["true"]'), implement("then", "write b.txt: b", depends_on='["first"]'))
     result = cli(repo, "--json", "steer", job, "write c.txt: c")
     assert result.code == 0, result.err
     assert result.json()["task"] is None and result.json()["delivered_at"] == "the next task of the job to start"
