@@ -86,3 +86,9 @@ def finish(proc: subprocess.Popen, timeout: float) -> int:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
+
+
+def interruptible() -> None:
+    """A child's preexec_fn: SIGINT as a terminal's Ctrl-C delivers it. A process started in the background by
+    a shell without job control inherits SIGINT ignored, and Python then never raises KeyboardInterrupt in it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

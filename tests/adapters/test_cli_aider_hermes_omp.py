@@ -22,6 +22,7 @@ from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Decision, Finding, Patch, Run, Verdict
 from tests.conftest import cli, git, spec_text
+from tests.proctools import interruptible
 
 CLIS = ["aider", "hermes", "omp"]
 USAGE = "tokens: 3000 42\ncost: 0.0063"  # aider prints `Tokens: 3.0k sent, 42 received. Cost: $0.0063 message, ...`
@@ -275,7 +276,8 @@ def test_the_fakes_refuse_an_unknown_flag_as_the_real_ones_do(
 def test_hermes_interrupted_exits_130_and_still_writes_its_usage_file(tmp_path: Path, fake_clis: Path) -> None:
     usage = tmp_path / "usage.json"
     proc = subprocess.Popen([str(fake_clis / "hermes"), "-z", "hang", "--usage-file", str(usage)], cwd=tmp_path,
-                            env={**os.environ, "HERMES_HOME": str(tmp_path / "hh")}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env={**os.environ, "HERMES_HOME": str(tmp_path / "hh")}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=interruptible)
     deadline = time.monotonic() + 10
     while not list((tmp_path / "hh").glob("sessions/session_*.json")) and time.monotonic() < deadline:
         time.sleep(0.02)  # the session has started: the agent is running

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.proctools import interruptible
+
 
 class RawClient:
     def __init__(
@@ -27,7 +29,7 @@ class RawClient:
         hanging it."""
         self.process = subprocess.Popen(
             argv or [sys.executable, "-m", "gitswarm", "mcp"], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
+            stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, preexec_fn=interruptible,
         )
         self._watchdog = threading.Timer(lifetime, self.process.kill) if lifetime is not None else None
         if self._watchdog is not None:

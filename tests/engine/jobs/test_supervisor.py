@@ -20,7 +20,7 @@ from gitswarm.engine.jobs.supervisor import WorkOptions, worker_main
 from gitswarm.engine.jobs.worker import Worker
 from gitswarm.engine.swarm import Swarm
 from tests.conftest import cli, spec_text
-from tests.proctools import alive, children, finish, kill_quietly, read_pids, wait_for, wait_gone
+from tests.proctools import alive, children, finish, interruptible, kill_quietly, read_pids, wait_for, wait_gone
 
 GITSWARM = str(Path(sys.executable).with_name("gitswarm"))
 SPAWN_TWO = "sleep 30 & echo $! >> {pids}; sleep 30 & echo $! >> {pids}; wait"
@@ -30,7 +30,7 @@ def start(repo: Path, tmp_path: Path, *args: str, name: str = "gs") -> tuple[sub
     """Start the real CLI in its own session, stdout and stderr to files."""
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen([GITSWARM, *args], cwd=repo, stdout=o, stderr=e, start_new_session=True)
+        proc = subprocess.Popen([GITSWARM, *args], cwd=repo, stdout=o, stderr=e, start_new_session=True, preexec_fn=interruptible)
     return proc, out, err
 
 

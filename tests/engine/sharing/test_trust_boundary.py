@@ -25,7 +25,7 @@ import pytest
 from gitswarm.model.ids import new_id
 from tests.conftest import Result, cli, clone_of, commit_file, git, ok, register_scripted, rev, seeded_remote, spec_text
 from tests.forge import commit_tree, forge_history, hash_object, history_ops, push, run_git, tree_files, write_tree
-from tests.proctools import wait_for
+from tests.proctools import interruptible, wait_for
 
 START = 1_700_000_000.0
 
@@ -265,7 +265,7 @@ def test_a_running_work_never_takes_a_job_pulled_after_it_started(victim: Path, 
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     work = subprocess.Popen(
         [sys.executable, "-m", "gitswarm", "work", "-j", "2"], cwd=victim, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=interruptible,
     )
     try:
         wait_for(lambda: (victim / ".git" / "gitswarm" / "index.sqlite").exists(), 10)
