@@ -160,6 +160,8 @@ class _Judge:
         return self._contained(head, snapshot.job.base_ref)
 
     def _contained(self, head: str, target: str | None) -> str | None:
+        if not head.strip("0") or not self.swarm.repo.has_object(head):  # a worktree whose branch was deleted by hand
+            return None
         repo_dir = self.swarm.repo.workdir or self.swarm.repo.common_dir
         found = [ref for ref in branches_containing(repo_dir, head) if not ref.startswith(f"refs/heads/{BRANCH_PREFIX}")]
         if not found:

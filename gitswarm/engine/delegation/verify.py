@@ -32,7 +32,7 @@ from gitswarm.engine.delegation.judges import (
 from gitswarm.model.artifacts import Check, Patch, Transition, Verdict, artifact_id
 from gitswarm.model.errors import BadInput
 from gitswarm.model.evidence import names_every, transition, weigh
-from gitswarm.model.protected import named_paths
+from gitswarm.model.protected import command_segments, named_paths
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.test_counts import compare, read_counts, runner_of
 from gitswarm.model.verdict import Judgement, combine, from_checks, parse_auditor
@@ -165,6 +165,16 @@ def nothing_to_check(doing: str) -> str:
     )
 
 
+def names_any(command: str, paths: set[str]) -> bool:
+    """Whether a check's command names one of `paths` as an argument: `pytest tests/test_new.py`,
+    `pytest ./tests/test_new.py::test_one` (a test runner given the test file the patch adds)."""
+    for words in command_segments([command]):
+        for word in words:
+            if word.split("::", 1)[0].removeprefix("./") in paths:
+                return True
+    return False
+
+
 def verify(
     repo: GitRepo,
     repo_dir: Path,
@@ -195,7 +205,7 @@ def verify(
     # A check that runs a test file the patch adds has no evidence without it; every other check is
     # judged on a run with the base's tests alone, which an added test cannot change from inside.
     added = set(judges.added_tests)
-    needs_added = {c for c in spec.checks if named_paths([c], added.__contains__)}
+    needs_added = {c for c in spec.checks if named_paths([c], added.__contains__) or names_any(c, added)}
     checkout = clean_checkout(repo_dir, root, patch.head)
     aside = Path(tempfile.mkdtemp(prefix="aside-", dir=root)) if judges.added_tests else None
     try:

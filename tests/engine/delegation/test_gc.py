@@ -98,3 +98,12 @@ def test_gc_never_removes_a_worktree_with_uncommitted_work_even_forced(repo: Pat
                                  "why": f"checked out in {d.worktree}"}],
     }
     assert (d.worktree / "mine.txt").read_text() == "my own notes\n"
+
+
+def test_gc_keeps_a_worktree_whose_branch_was_deleted_by_hand_and_goes_on(repo: Path) -> None:
+    """Its HEAD then names no commit (git shows 0000…): gc must neither crash on it nor remove it unforced."""
+    d = delegate(repo, "append notes.txt: a line", "false")
+    git(repo, "update-ref", "-d", d.branch)
+    out = ok(cli(repo, "--json", "worktrees", "gc")).json()
+    assert out["removed"] == [] and [k["path"] for k in out["kept"]] == [str(d.worktree)]
+    assert d.worktree.exists()
