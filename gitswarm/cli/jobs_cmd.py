@@ -126,7 +126,6 @@ def retry(ctx: typer.Context, task: Annotated[str, typer.Argument(metavar="TASK"
 
 
 def recover(ctx: typer.Context) -> None:
-    """Requeue tasks whose leases expired (or fail them past max_attempts)."""
+    """Requeue the tasks whose worker died on this machine or whose lease ran out; no attempt used."""
     c = _ctx(ctx)
-    data = c.swarm().recover()
-    c.output.result(data, lambda d: f"requeued {len(d['expired'])} expired leases" + "".join(f"\n  {t}" for t in d["expired"]))
+    c.output.result(c.swarm().recover(), render.recovered)

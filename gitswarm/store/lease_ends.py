@@ -13,7 +13,7 @@ from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.ops import Holder, LeaseExpired
 from gitswarm.model.reducer import Change
 from gitswarm.store.holders import Liveness, liveness, recorded, this_process
-from gitswarm.store.index import Index
+from gitswarm.store.index import HolderRow, Index
 from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.lease_types import Build, Built, Released
 
@@ -70,12 +70,12 @@ class LeaseEnds:
         """Requeue, at once and with no attempt used, every task whose holder was a process of this machine
         that died (kill -9, a crash, its whole run killed): no waiting for the lease to run out. A live
         holder, and any holder on another machine, is left alone."""
-        if not any(liveness(row.holder) is Liveness.DEAD for row in self.index.held_by_processes()):
+        if not dead_holders(self.index):
             return []  # the common case: a read, and a look at /proc, without taking the write lock
         released: list[Released] = []
         with self.index.immediate():
-            for row in self.index.held_by_processes():  # again under the lock: another process may have been first
-                if (job_id is not None and row.job != job_id) or liveness(row.holder) is not Liveness.DEAD:
+            for row in dead_holders(self.index):  # again under the lock: another process may have been first
+                if job_id is not None and row.job != job_id:
                     continue
                 why = f"its worker {row.owner} ({recorded(row.holder)}) died"
                 if self._end(row.job, row.task, row.token, now, why, False):
@@ -95,3 +95,8 @@ class LeaseEnds:
             self.index.db.execute("DELETE FROM leases WHERE job = ? AND task = ? AND token = ?", (job, task, token))
             return False
         return True
+
+
+def dead_holders(index: Index) -> list[HolderRow]:
+    """The leases whose holder was a process of this machine that is dead: a read of the index and of /proc."""
+    return [row for row in index.held_by_processes() if liveness(row.holder) is Liveness.DEAD]
