@@ -102,15 +102,22 @@ def liveness(holder: Holder | None) -> Liveness:
             stat = _stat(holder.pid)
         except (OSError, ValueError, IndexError):  # unreadable: no verdict, the lease runs out instead
             return Liveness.ELSEWHERE
-        gone = stat is None or stat[0] in _GONE or stat[1] != holder.start
-        return Liveness.DEAD if gone else Liveness.ALIVE
+        if stat is not None:
+            gone = stat[0] in _GONE or stat[1] != holder.start
+            return Liveness.DEAD if gone else Liveness.ALIVE
+        # Not in /proc: gone, unless /proc hides other users' processes (hidepid), which kill(0) does not.
+    return Liveness.ALIVE if _exists(holder.pid) else Liveness.DEAD
+
+
+def _exists(pid: int) -> bool:
+    """Whether a process has this pid (another user's too)."""
     try:
-        os.kill(holder.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
-        return Liveness.DEAD
-    except PermissionError:  # someone else's process: alive
-        return Liveness.ALIVE
-    return Liveness.ALIVE
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def describe(holder: Holder) -> str:
