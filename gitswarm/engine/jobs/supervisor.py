@@ -75,7 +75,7 @@ def exit_cause(owner: str, process: BaseProcess) -> tuple[str, bool]:
             name = f"signal {-(code or 0)}"
         return f"{who} was killed by {name}", False
     if code == EXIT_DISK_FULL:
-        return "the disk is full", False
+        return f"{who} found the disk full", False
     if code == 0:
         return f"{who} exited", False
     return f"{who} failed (exit {code})", True
