@@ -127,17 +127,10 @@ def retry(ctx: typer.Context, task: Annotated[str, typer.Argument(metavar="TASK"
 
 
 def recover(ctx: typer.Context) -> None:
-    """Requeue tasks whose leases expired (or fail them past max_attempts); record results kept while a job's ref was gone."""
+    """Requeue the tasks whose worker died on this machine or whose lease ran out (no attempt used); record results
+    kept while a job's ref was gone."""
     c = _ctx(ctx)
     swarm = c.swarm()
     data = swarm.recover()
     data["kept"] = offer_kept(swarm)
-    c.output.result(data, _recovered_text)
-
-
-def _recovered_text(data: dict) -> str:
-    text = f"requeued {len(data['expired'])} expired leases" + "".join(f"\n  {t}" for t in data["expired"])
-    for kept in data["kept"]:
-        what = f"{kept['job']}/{kept['task']}" if "job" in kept else kept["file"]
-        text += f"\nkept result of {what}: {kept['outcome']}"
-    return text
+    c.output.result(data, render.recovered)

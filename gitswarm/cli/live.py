@@ -64,7 +64,11 @@ class LiveView:
                 outcome = (f"{escape(event['task'])} {escape(event['state'])}", STATE_STYLES.get(event["state"], ""))
                 self.recent.append(Text.assemble(outcome, detail))
         elif kind == "worker_exit":
-            self.recent.append(Text(f"worker {event['worker']} exited ({event['code']}); requeued {len(event['requeued'])}", "yellow"))
+            used = "its attempt used" if event.get("attempt_used") else "no attempt used"
+            self.recent.append(Text(f"{escape(event.get('why') or 'worker ' + event['worker'] + ' exited')}; requeued "
+                                    f"{len(event['requeued'])}, {used}", "yellow"))
+        elif kind == "requeued":
+            self.recent.append(Text(f"{escape(event['task'])}: {escape(event['why'])}; requeued, no attempt used", "yellow"))
         elif kind == "adapter_unusable":
             self.console.print(Text.assemble((f"adapter {escape(event['adapter'])} will not be used:", "red"), " ", escape(event["reason"])))
         elif kind == "notice":

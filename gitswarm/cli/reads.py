@@ -9,11 +9,20 @@ from __future__ import annotations
 from gitswarm.cli import render
 from gitswarm.cli.context import Context
 from gitswarm.cli.progress import print_markdown
+from gitswarm.engine.swarm import Swarm
+
+
+def released(c: Context, swarm: Swarm) -> None:
+    """Requeue what workers that died on this machine held, and say so: a task shown `running` is one whose
+    worker is alive (or on another machine)."""
+    for task in swarm.release_dead():
+        c.output.info(f"gitswarm: {render.ended(task)}")
 
 
 def status(c: Context, job: str | None, include_all: bool = False) -> None:
     """Jobs (the post-commit hook's audit jobs only with `include_all`), or one job's tasks."""
     swarm = c.swarm(create=False)
+    released(c, swarm)
     if job is not None:
         c.output.result(swarm.status(job), render.job)
         return
@@ -30,7 +39,9 @@ def status(c: Context, job: str | None, include_all: bool = False) -> None:
 
 def show(c: Context, job: str) -> None:
     """The stitched summary of a finished job; before that, its tasks and artifacts."""
-    data = c.swarm(create=False).show(job)
+    swarm = c.swarm(create=False)
+    released(c, swarm)
+    data = swarm.show(job)
     if "summary" in data and not c.output.json_mode:
         print_markdown(data["summary"]["text"])
         return

@@ -110,6 +110,22 @@ def changed(data: dict) -> str:
     return "\n".join(lines)
 
 
+def ended(task: dict) -> str:
+    """One task whose lease ended without a result: `requeued JOB/TASK: its worker w-1 (pid 812 on this host)
+    died; no attempt used`, or what it is now (failed) and whether the attempt counted."""
+    used = "its attempt used" if task["attempt_used"] else "no attempt used"
+    verb = "requeued" if task["state"] == "queued" else task["state"] or "ended"
+    return f"{verb} {task['task']}: {task['why']}; {used}"
+
+
+def recovered(data: dict) -> str:
+    lines = [ended(task) for task in data["tasks"]] or ["nothing to recover: no lease ran out and no holder on this host died"]
+    for kept in data.get("kept", []):
+        what = f"{kept['job']}/{kept['task']}" if "job" in kept else kept["file"]
+        lines.append(f"kept result of {what}: {kept['outcome']}")
+    return "\n".join(lines)
+
+
 def doctor(data: dict) -> str:
     lines = [f"{'ok ' if c['ok'] else 'BAD'}  {c['name']}: {c['detail']}" for c in data["checks"]]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gitswarm.engine import recovery
 from gitswarm.engine.config import load_config
 from gitswarm.engine.results import Changed
 from gitswarm.model import codec
@@ -400,9 +401,13 @@ class Swarm:
         change = self.ledger.retry(job_id, task_id, self.clock())
         return {"job": job_id, "task": task_id, "changed": _changed(change.tasks)}
 
+    def release_dead(self, job_id: str | None = None) -> list[dict]:
+        """Requeue, with no attempt used, the tasks whose worker died on this machine; what happened to each."""
+        return recovery.release_dead(self.index, lambda: self.ledger, self.clock(), job_id)
+
     def recover(self) -> dict:
-        expired = self.ledger.expire(self.clock())
-        return {"expired": [f"{job}/{task}" for job, task in expired]}
+        """End the leases whose holder died on this machine, then those that ran out; what became of each task."""
+        return recovery.recover(self.index, lambda: self.ledger, self.clock())
 
     def rebuild_index(self) -> dict:
         """Throw the index away and rebuild it from the refs."""

@@ -42,11 +42,28 @@ class JobCreated(OpBase, tag="job_created", kw_only=True, frozen=True):
     tasks: tuple[TaskSpec, ...]
 
 
+class Holder(msgspec.Struct, frozen=True, kw_only=True):
+    """The process that holds a lease: its machine and the process there (store/holders.py).
+
+    A pid means something only on its machine, in its pid namespace and its
+    kernel's boot: `boot` names those (Linux: the boot id and the pid
+    namespace), and `start`, the process's start time in clock ticks after
+    boot, tells a reused pid from the holder. Elsewhere both are unknown
+    ("" and 0) and only the host name and the pid are judged.
+    """
+
+    host: str
+    boot: str = ""
+    pid: int
+    start: int = 0
+
+
 class TaskClaimed(OpBase, tag="claimed", kw_only=True, frozen=True):
     task: str
     token: int
     owner: str
     lease_expires: float
+    holder: Holder | None = None  # the worker process that holds the lease (None: not recorded, as in claims made before it was)
 
 
 class TaskFinished(OpBase, tag="finished", kw_only=True, frozen=True):
@@ -74,8 +91,17 @@ class LeaseRenewed(OpBase, tag="renewed", kw_only=True, frozen=True):
 
 
 class LeaseExpired(OpBase, tag="expired", kw_only=True, frozen=True):
+    """A lease ended without a result: its holder died, went silent or was stopped.
+
+    `attempt_used` False (what gitswarm writes now unless its worker failed of
+    its own) gives the attempt back: a crash is not the task's failure. Records
+    written before the field existed decode as True, and replay as they did.
+    """
+
     task: str
     token: int
+    why: str | None = None  # what ended it, in words ("its worker w-1 (pid 812 on host ada) died")
+    attempt_used: bool = True
 
 
 class Cancelled(OpBase, tag="cancelled", kw_only=True, frozen=True):

@@ -192,9 +192,15 @@ class _Apply:
                 if task.lease_expires is not None and expires < task.lease_expires:
                     raise InvalidTransition(f"task {task_id}: a renewal may not shorten the lease")
                 self.set(task, lease_expires=expires)
-            case LeaseExpired(task=task_id, token=token):
-                # The worker vanished; that is no reason to make the task wait.
-                self.end_attempt(self.running(task_id, token), "lease expired", True, backoff=False)
+            case LeaseExpired(task=task_id, token=token, why=why, attempt_used=used):
+                task = self.running(task_id, token)
+                if used:  # as recorded before crashes were told apart: a failed attempt, retried without backoff
+                    self.end_attempt(task, why or "lease expired", True, backoff=False)
+                else:  # its holder crashed or was stopped: not the task's failure, and the attempt is given back
+                    self.set(
+                        task, state=TaskState.QUEUED, attempts=max(task.attempts - 1, 0), error=why or "lease expired",
+                        owner=None, lease_expires=None, not_before=0.0,
+                    )
             case Cancelled(task=task_id):
                 if task_id is None:  # the whole job
                     live = [t for t in map(self.get, self.task_ids()) if not t.state.terminal]

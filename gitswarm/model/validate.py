@@ -32,6 +32,7 @@ from gitswarm.model.ops import (
     BudgetStopped,
     Cancelled,
     FollowedUp,
+    Holder,
     JobCreated,
     LeaseExpired,
     LeaseRenewed,
@@ -47,6 +48,7 @@ from gitswarm.model.spec import MAX_DECLARED_PATHS, declared_path_problem, stuck
 
 MAX_CLOCK = 2**53 - 1  # Lamport clocks: exact in a float, far inside SQLite's 64-bit integers
 MAX_INT = 2**53 - 1  # any other integer field
+MAX_PID = 2**31 - 1  # a process id: the kernel's are int
 MAX_FLOAT = 2.0**53  # any float field, in magnitude
 MAX_TIME = 2.0**34  # wall-clock times and deadlines, seconds since the epoch (year 2514)
 MAX_TEXT = 1 << 20  # characters in any one string (a prompt is the longest)
@@ -154,6 +156,10 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
         _check_guidance(op, where)
     if isinstance(op, TaskClaimed):
         _name(op.owner, f"{where}.owner", _OWNER)
+        if op.holder is not None:
+            _check_holder(op.holder, f"{where}.holder")
+    if isinstance(op, LeaseExpired):
+        _text(op.why, f"{where}.why")
     if isinstance(op, (TaskClaimed, LeaseRenewed)):
         _time(op.lease_expires, f"{where}.lease_expires")
         # A lease runs at most MAX_LEASE_SECONDS from the op that set it: a claim "until 2514" holds nothing.
@@ -174,6 +180,13 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
         _need(len(op.artifacts) <= MAX_ITEMS, where, "too many artifacts")
         for artifact in op.artifacts:
             _need(ARTIFACT_ID.fullmatch(artifact) is not None, where, f"invalid artifact id {artifact!r}")
+
+
+def _check_holder(holder: Holder, where: str) -> None:
+    """Who holds a lease: a host and a boot as short single lines, a pid and a start time in range."""
+    _need(0 < len(holder.host) <= MAX_NAME and holder.host.isprintable(), f"{where}.host", "empty, too long or not one printable line")
+    _need(len(holder.boot) <= MAX_NAME and holder.boot.isprintable(), f"{where}.boot", "too long or not one printable line")
+    _need(1 <= holder.pid <= MAX_PID and 0 <= holder.start <= MAX_INT, where, "pid or start time out of range")
 
 
 def _check_approval(tasks: tuple[str, ...], by: str, how: str, task_ids: Iterable[str] | None, where: str) -> None:

@@ -188,6 +188,7 @@ def _workdir(swarm: Swarm) -> Path:
 
 def status(repo: Path, job: str | None = None, include_all: bool = False) -> dict:
     with closing(Swarm(repo, create=False)) as swarm:
+        swarm.release_dead()  # a task held by a worker that died here shows queued, its error saying so
         data = swarm.status(job)
         if job is None and not include_all:
             data["jobs"] = [j for j in data["jobs"] if not j["audit"]]
@@ -196,6 +197,7 @@ def status(repo: Path, job: str | None = None, include_all: bool = False) -> dic
 
 def show(repo: Path, job: str) -> dict:
     with closing(Swarm(repo, create=False)) as swarm:
+        swarm.release_dead()
         return swarm.show(job)
 
 

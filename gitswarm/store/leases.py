@@ -1,8 +1,7 @@
-"""Leases and transitions: the `Leases` protocol, and `Ledger`, each transition one short
-BEGIN IMMEDIATE transaction around a ref CAS.
+"""Leases and transitions: `Ledger`, each transition one short BEGIN IMMEDIATE transaction around a ref CAS.
 
-`Leases` is what a worker needs: claim, renew, hold, finish (and claim the
-next task with it), expire. `Ledger` implements it on this repository alone;
+`Leases` (store/lease_types.py) is what a worker needs: claim, renew, hold,
+finish (and claim the next task with it), expire. `Ledger` implements it on this repository alone;
 engine/machines/remote_leases.py's `RemoteLedger` implements it with a git
 remote deciding every lease. tests/store/test_leases_protocol.py runs the same
 suite on both.
@@ -12,6 +11,13 @@ is checked, the operation is committed to the job's ref by compare-and-swap
 against the tip the index holds, and the index is updated. If the ref moved
 underneath (another clone's state was pulled in), the job is re-indexed from
 the ref and the transition rebuilt on the new tip, a bounded number of times.
+
+Each claim names its holder, the worker process that made it
+(store/holders.py): a lease whose holder died on this machine is released at
+once (`release_dead`), without waiting for its deadline. A lease that ends
+without a result, a holder that died, went silent or was stopped, gives its
+attempt back (`expired` with `attempt_used` false): only a task's own failure
+counts against its max_attempts.
 """
 
 from __future__ import annotations
@@ -20,136 +26,52 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from gitswarm.model import codec
 from gitswarm.model.approval import Approval
 from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.budget import exhausted
-from gitswarm.model.errors import InternalError, InvalidTransition, LeaseLost, NotFound, RefConflict
+from gitswarm.model.errors import InternalError, LeaseLost, NotFound, RefConflict
 from gitswarm.model.ids import new_id
 from gitswarm.model.ops import (
     ArtifactsRecorded,
     BudgetStopped,
     Cancelled,
     JobCreated,
-    LeaseExpired,
-    Op,
     Retried,
     TaskClaimed,
     TaskFinished,
 )
-from gitswarm.model.records import Job, Task, TaskSpec, TaskState
+from gitswarm.model.records import Job, Task, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.model.spec import JobSpec
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
+from gitswarm.store.lease_ends import LAPSED, STOPPED, LeaseEnds
+from gitswarm.store.lease_types import (
+    Ask,
+    Build,
+    Built,
+    Lease,
+    Leases,
+    Released,
+    Result,
+    awaiting_person,
+    granted_lease,
+    why_not,
+)
 from gitswarm.store.trust import Trust
+
+__all__ = [
+    "LAPSED", "STOPPED", "Ask", "Build", "Built", "Lease", "Leases", "Ledger", "Released", "Result", "awaiting_person",
+    "granted_lease", "why_not",
+]
 
 CAS_RETRIES = 6
 CLAIM_SPREAD = 8
-# What a transition's builder returns: the operation(s) to append and the artifacts they record.
-Built = tuple[Op | Sequence[Op], Sequence[Artifact]]
-Build = Callable[[Snapshot], Built]
 
 
-@dataclass(frozen=True)
-class Lease:
-    """What a worker holds while it runs a task; `token` fences its writes."""
-
-    job: str
-    task: str
-    token: int
-    owner: str
-    expires: float
-    attempt: int
-    spec: TaskSpec
-    base: str | None = None  # the job's pinned base commit, for implement tasks
-
-
-@dataclass(frozen=True)
-class Ask:
-    """What a worker claims with: whose the lease is, for how long, from which job (None: any),
-    which adapters it cannot run here, and which jobs it must leave alone."""
-
-    owner: str
-    ttl: float
-    job: str | None = None
-    exclude: frozenset[str] = frozenset()
-    skip_jobs: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Result:
-    """A worker's final write of one attempt: how it ended and what it produced."""
-
-    ok: bool
-    error: str | None = None
-    artifacts: Sequence[Artifact] = ()
-    retryable: bool = True
-    base: str | None = None  # the stacked base the attempt started from (engine/delegation/stack.py)
-    skipped_because: str | None = None  # the upstream whose patch it could not start from: skipped, not failed
-
-
-class Leases(Protocol):
-    """Who runs which task, fenced: what a worker claims, renews and finishes through."""
-
-    refs: JobRefs
-    index: Index
-    trust: Trust  # which jobs may run here, and which ops this clone made
-
-    def claim(
-        self, owner: str, ttl: float, now: float, job_id: str | None = None, exclude: frozenset[str] = frozenset(),
-        skip_jobs: frozenset[str] = frozenset(),
-    ) -> Lease | None:
-        """Lease one queued task, or None when there is none to lease."""
-
-    def renew(self, lease: Lease, ttl: float, now: float) -> Lease:
-        """The lease held `ttl` longer; LeaseLost when it is no longer held."""
-
-    def held(self, lease: Lease, now: float) -> bool:
-        """Whether the lease is still current, as far as this clone knows."""
-
-    def finish(
-        self, lease: Lease, ok: bool, now: float, error: str | None = None, artifacts: Sequence[Artifact] = (),
-        retryable: bool = True,
-    ) -> Task:
-        """The attempt's result, accepted only while its token is current (else LeaseLost)."""
-
-    def finish_and_claim(self, lease: Lease, result: Result, now: float, ask: Ask | None) -> tuple[Task, Lease | None]:
-        """finish(), then (with `ask`) the worker's next claim in the same write when it can be."""
-
-    def transition(self, job_id: str, build: Build, lease: Lease | None = None, now: float = 0.0) -> Change:
-        """Append what `build` makes of the job's snapshot, fenced by `lease` when given: for what decides
-        no lease (a steer delivered), written here and carried by the next write that does."""
-
-    def expire(self, now: float, job_id: str | None = None, owner: str | None = None) -> list[tuple[str, str]]:
-        """End every lease past its deadline (with `owner`: every one that owner holds); the tasks it ended."""
-
-    def report_problems(self, listener: Callable[[str], None]) -> None:
-        """Tell `listener` why writes do not land, and "" when they land again (a no-op where they always do)."""
-
-
-def awaiting_person(index: Index, trust: Trust) -> frozenset[str]:
-    """Jobs whose side-effecting tasks a pilot asked for and no person here has approved yet.
-
-    An `approved` op counts only when this clone made it (local-ops): one
-    pulled from elsewhere may be anyone's, and is kept as data (model/approval.py)."""
-    waiting = index.awaiting_person()
-    made = trust.ops_made_here() if any(waiting.values()) else frozenset()
-    return frozenset(job for job, ops in waiting.items() if made.isdisjoint(ops))
-
-
-def why_not(index: Index, trust: Trust, job: str, trusted_remotes: frozenset[str] = frozenset()) -> str | None:
-    """Why `job` may not run here, or None when it may: trust first, then a person's approval."""
-    why = trust.why_not(job, trusted_remotes)
-    if why is None and job in awaiting_person(index, trust):
-        why = "its side effects await a person's approval"
-    return why
-
-
-class Ledger:
+class Ledger(LeaseEnds):
     """Every state transition of every job in one repository: `Leases` on the local index and refs."""
 
     def __init__(self, refs: JobRefs, index: Index, trusted_remotes: frozenset[str] = frozenset()) -> None:
@@ -198,7 +120,9 @@ class Ledger:
                     raise NotFound(f"job {job_id} was deleted") from None
                 self.index.reindex(self.refs.snapshot(job_id, current))
                 continue
-            self.index.record(snapshot.job, change.state, tip, change.tasks.values(), artifacts)
+            ops = op if isinstance(op, Sequence) else (op,)
+            holders = {o.task: o.holder for o in ops if isinstance(o, TaskClaimed) and o.holder is not None}
+            self.index.record(snapshot.job, change.state, tip, change.tasks.values(), artifacts, holders)
             return snapshot, change
         raise InternalError(f"job {job_id}: its ref kept moving; gave up after {CAS_RETRIES} attempts")
 
@@ -349,7 +273,8 @@ class Ledger:
 
     def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
         return self.refs.next_op(
-            TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner, lease_expires=now + ttl
+            TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner, lease_expires=now + ttl,
+            holder=self.holder,
         )
 
     def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
@@ -471,49 +396,3 @@ class Ledger:
         """Whether the lease is still current: a cheap read, for polling between renewals."""
         row = self.index.lease(lease.job, lease.task)
         return row is not None and row.owner == lease.owner and row.token == lease.token and row.expires >= now
-
-    def expire(
-        self, now: float, job_id: str | None = None, owner: str | None = None
-    ) -> list[tuple[str, str]]:
-        """Requeue (or fail, past max_attempts) every task whose lease ran out; returns them.
-
-        With `owner`, expire every lease that owner holds, whatever its expiry:
-        for a worker known to be dead.
-        """
-        expired: list[tuple[str, str]] = []
-        if owner is None and not self.index.db.execute("SELECT 1 FROM leases WHERE expires < ? LIMIT 1", (now,)).fetchone():
-            return expired  # the common case, without taking the write lock
-        with self.index.immediate() as db:
-            if owner is None:
-                rows = db.execute("SELECT job, task, token FROM leases WHERE expires < ? ORDER BY job, task", (now,)).fetchall()
-            else:
-                rows = db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY job, task", (owner,)).fetchall()
-            for job, task, token in rows:
-                if job_id is not None and job != job_id:
-                    continue
-
-                def build(s: Snapshot, task: str = task, token: int = token) -> Built:
-                    return self.refs.next_op(LeaseExpired, s, now, task=task, token=token), ()
-
-                try:
-                    self._transition(job, build)
-                except (LeaseLost, InvalidTransition):
-                    db.execute("DELETE FROM leases WHERE job = ? AND task = ? AND token = ?", (job, task, token))
-                    continue
-                expired.append((job, task))
-        return expired
-
-
-def granted_lease(snapshot: Snapshot, change: Change, task_id: str, owner: str, expires: float) -> Lease:
-    """The lease a claim written in `change` grants."""
-    task = change.tasks[task_id]
-    return Lease(
-        job=snapshot.job_id,
-        task=task_id,
-        token=task.claims,
-        owner=owner,
-        expires=expires,
-        attempt=task.attempts,
-        spec=task.spec,
-        base=snapshot.job.base,
-    )

@@ -14,6 +14,7 @@ from gitswarm.model.errors import BadInput, CorruptRecord, NewerFormat
 from gitswarm.model.ops import (
     ArtifactsRecorded,
     Cancelled,
+    Holder,
     JobCreated,
     LeaseExpired,
     Op,
@@ -90,13 +91,16 @@ job_states = st.builds(
 )
 
 
+holders = st.builds(Holder, host=texts, boot=texts, pid=small, start=small)
+
+
 def _op(kind: type, **fields: st.SearchStrategy) -> st.SearchStrategy:
     return st.builds(kind, id=ids, clock=small, at=floats, actor=ids, **fields)
 
 
 ops = st.one_of(
     _op(JobCreated, job=jobs, tasks=st.lists(task_specs, max_size=3).map(tuple)),
-    _op(TaskClaimed, task=ids, token=small, owner=texts, lease_expires=floats),
+    _op(TaskClaimed, task=ids, token=small, owner=texts, lease_expires=floats, holder=st.none() | holders),
     _op(
         TaskFinished,
         task=ids,
@@ -106,7 +110,7 @@ ops = st.one_of(
         artifacts=str_tuples,
         retryable=st.booleans(),
     ),
-    _op(LeaseExpired, task=ids, token=small),
+    _op(LeaseExpired, task=ids, token=small, why=st.none() | texts, attempt_used=st.booleans()),
     _op(Cancelled, task=st.none() | ids, reason=st.none() | texts),
     _op(Retried, task=ids),
     _op(ArtifactsRecorded, task=st.none() | ids, artifacts=str_tuples),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -277,6 +278,51 @@ def test_lease_expiry_past_max_attempts_fails_and_skips() -> None:
     assert h["a"].error == "lease expired"
 
 
+def test_a_crash_gives_the_attempt_back_and_requeues_at_once_even_on_the_last_attempt() -> None:
+    h = Harness.of(task("a", extra="max_attempts = 1"), task("b", "a"))
+    h.claim("a")
+    why = "its worker w-1 (pid 812 on host ada) died"
+    h.apply(h.op(LeaseExpired, task="a", token=1, why=why, attempt_used=False))
+    a = h["a"]
+    assert (a.state, a.error, a.owner, a.lease_expires, a.attempts, a.claims, a.not_before) == (Q, why, None, None, 0, 1, 0.0)
+    assert h.states() == {"a": Q, "b": B}
+    h.claim("a")  # the only attempt is still there: attempt 1 again, under a new token
+    assert (h["a"].attempts, h["a"].claims) == (1, 2)
+    h.finish("a")
+    assert h.states() == {"a": S, "b": Q}
+
+
+def test_crashes_between_real_failures_count_only_the_failures() -> None:
+    h = Harness.of(task("a", extra="max_attempts = 2"))
+    h.run("a", ok=False, error="exit 1")
+    for _ in range(3):
+        h.claim("a")
+        h.apply(h.op(LeaseExpired, task="a", token=h["a"].claims, why="died", attempt_used=False))
+        assert (h["a"].state, h["a"].attempts) == (Q, 1)
+    h.run("a", ok=False, error="exit 1")
+    assert (h["a"].state, h["a"].attempts, h["a"].claims, h["a"].error) == (F, 2, 5, "exit 1")
+
+
+def test_a_crash_with_a_stale_token_is_refused() -> None:
+    h = Harness.of(task("a"))
+    first = h.claim("a")
+    h.apply(h.op(LeaseExpired, task="a", token=first, attempt_used=False))
+    second = h.claim("a")
+    h.refused(h.op(LeaseExpired, task="a", token=first, attempt_used=False), LeaseLost)
+    h.finish("a", token=second)
+    h.refused(h.op(LeaseExpired, task="a", token=second, attempt_used=False), LeaseLost)
+
+
+def test_an_expiry_recorded_before_crashes_were_told_apart_still_uses_its_attempt() -> None:
+    """An `expired` without `attempt_used` (as every record before it) replays as it always did."""
+    h = Harness.of(task("a", extra="max_attempts = 1"))
+    h.claim("a")
+    op = msgspec.json.decode(b'{"op":"expired","v":1,"id":"op0003","clock":3,"at":3.0,"actor":"me","task":"a","token":1}', type=Op)
+    assert (op.why, op.attempt_used) == (None, True)
+    h.apply(op)
+    assert (h["a"].state, h["a"].error, h["a"].attempts) == (F, "lease expired", 1)
+
+
 # -- cancel ---------------------------------------------------------------------------
 
 
@@ -482,7 +528,7 @@ def _moves(h: Harness) -> list[tuple[str, str | None]]:
         if t.state is Q:
             moves += [("claim", name)] * 4
         elif t.state is R:
-            moves += [("ok", name)] * 3 + [("fail", name)] * 3 + [("fatal", name), ("expire", name), ("stale", name)]
+            moves += [("ok", name)] * 3 + [("fail", name)] * 3 + [("fatal", name), ("expire", name), ("crash", name), ("stale", name)]
             moves += [("renew", name), ("shorten", name), ("renew_stale", name)]
         elif t.state in POISON:
             moves += [("retry", name)] * 2
@@ -499,6 +545,7 @@ def _move_op(h: Harness, action: str, name: str | None) -> Op:
         "fail": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=False, error="e"),
         "fatal": lambda: h.op(TaskFinished, task=name, token=t.claims, ok=False, retryable=False),
         "expire": lambda: h.op(LeaseExpired, task=name, token=t.claims),
+        "crash": lambda: h.op(LeaseExpired, task=name, token=t.claims, why="died", attempt_used=False),
         "cancel": lambda: h.op(Cancelled, task=name),
         "cancel_job": lambda: h.op(Cancelled),
         "retry": lambda: h.op(Retried, task=name),

@@ -262,7 +262,7 @@ def test_damaged_index_is_rebuilt_transparently(damage, repo: Path) -> None:
     script = [
         ("claim", 0, 0, 1), ("ok", 0, 0, 1), ("claim", 0, 0, 1), ("fail", 0, 1, 2),
         ("claim", 1, 1, 1), ("tick", 0, 0, 2), ("expire", 0, 0, 0), ("cancel", 0, 2, 1),
-        ("retry", 0, 1, 0), ("claim", 1, 0, 0), ("renew", 0, 0, 1),
+        ("retry", 0, 1, 0), ("claim", 1, 0, 0), ("claim", 1, 0, 1), ("renew", 0, 0, 1),
     ]
     job_ids = play(repo, jobs, script)
     before = outputs(repo, job_ids)

@@ -3,15 +3,19 @@
 Workers are forked processes that loop claim → run → finish on their own.
 The supervisor reaps them: a worker that died has its adapter's process
 group killed and its leases expired at once, and is replaced while work
-remains. It also expires stale leases of workers it does not know (another
-supervisor's, killed with -9), and reports progress as events.
+remains; one killed by a signal uses no attempt, one that failed with an
+exit code of its own does. At its start and at every poll it also releases
+the leases of dead workers it does not know (another supervisor's, killed
+with -9: their claims name them, store/holders.py) and expires leases that
+ran out, saying each (`requeued` events), and reports progress as events.
 
 Workers die with their supervisor, kill -9 included: on Linux the kernel
 sends them SIGTERM when it dies (PR_SET_PDEATHSIG), and every worker also
 watches its parent pid. Either way it kills its adapter's process group and
-exits without writing; its leases run out and are requeued by the next run or
-`gitswarm recover`. SIGTERM to the supervisor stops it as Ctrl-C does (workers
-stopped, their tasks requeued), then raises Terminated.
+exits without writing; the next run, `gitswarm recover` or `status` on this
+machine finds it dead and requeues its tasks at once, no attempt used.
+SIGTERM to the supervisor stops it as Ctrl-C does (workers stopped, their
+tasks requeued), then raises Terminated.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitswarm.engine import recovery
 from gitswarm.engine.child_signals import die_with_parent, stop_on_sigterm
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.worker import IndexGuard, Worker, WorkerOptions
@@ -39,7 +44,7 @@ from gitswarm.model.ids import new_id
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
 from gitswarm.model.records import FINISHED
 from gitswarm.store.index import IndexBroken
-from gitswarm.store.leases import Ask, Leases
+from gitswarm.store.leases import LAPSED, Ask, Leases
 
 if TYPE_CHECKING:  # for annotations only: a local run never loads the many-machines modules
     from types import ModuleType
@@ -56,6 +61,24 @@ EXIT_DISK_FULL = 75  # a worker found the disk full (EX_TEMPFAIL): the run stops
 STOPPED_BY_BYTES = 1024
 
 _fork = multiprocessing.get_context("fork")
+
+
+def exit_cause(owner: str, process: BaseProcess) -> tuple[str, bool]:
+    """Why a reaped worker's leases end, and whether its attempt counts: killed by a signal (kill -9, the
+    OOM killer) or stopped is no failure of the task's; an exit code of its own is gitswarm failing under
+    the task, counted so that such a task cannot loop for ever (a full disk is neither: the run stops)."""
+    code, who = process.exitcode, f"its worker {owner} (pid {process.pid})"
+    if code is None or code < 0:
+        try:
+            name = signal.Signals(-(code or 0)).name
+        except ValueError:
+            name = f"signal {-(code or 0)}"
+        return f"{who} was killed by {name}", False
+    if code == EXIT_DISK_FULL:
+        return f"{who} found the disk full", False
+    if code == 0:
+        return f"{who} exited", False
+    return f"{who} failed (exit {code})", True
 
 
 class Terminated(GitswarmError):
@@ -226,6 +249,9 @@ class Supervisor:
             if self.watch is not None:
                 self.watch.start()
             try:
+                if self.watch is None:  # what a killed run left behind is queued again before anyone claims
+                    with contextlib.suppress(sqlite3.DatabaseError):  # the first poll recovers the index, and does it
+                        self._end_leases()
                 for _ in range(self.options.workers):
                     self._start_worker()
                 self._supervise()
@@ -248,7 +274,7 @@ class Supervisor:
                 self.swarm.index.check_file()
                 self._reap()
                 if self.watch is None:
-                    self.swarm.ledger.expire(self.swarm.clock())
+                    self._end_leases()
                 else:
                     self._remote_events()
                 self._report()
@@ -289,24 +315,35 @@ class Supervisor:
             if process.is_alive():
                 continue
             process.join()
-            requeued = self.release(owner)  # should the index fail here, the next poll releases it again
+            why, attempt_used = exit_cause(owner, process)
+            requeued = self.release(owner, why, attempt_used)  # should the index fail here, the next poll releases it again
             del self.workers[owner]
             self.slots.pop(owner, None)
             if process.exitcode != 0 or requeued:
-                self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued})
+                self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued,
+                               "why": why, "attempt_used": attempt_used})
             if process.exitcode == EXIT_DISK_FULL:  # every other worker would meet it too: stop, release, say it
                 raise DiskFull(self.stopped_by.value.decode(errors="surrogateescape") or f"disk full under {self.swarm.common_dir}")
 
-    def release(self, owner: str) -> list[str]:
-        """A worker is gone: kill the adapter it left running and requeue its tasks."""
+    def release(self, owner: str, why: str | None = None, attempt_used: bool = False) -> list[str]:
+        """A worker is gone: kill the adapter it left running and requeue its tasks (`why`; by default, it was
+        stopped), the attempt counted only when `attempt_used`."""
         shared = self.adapter_pgids.pop(owner, None)
         if shared is not None and shared.value:
             try:
                 os.killpg(shared.value, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        expired = self.ledger.expire(self.swarm.clock(), owner=owner)
+        expired = self.ledger.expire(self.swarm.clock(), owner=owner, why=why, attempt_used=attempt_used)
         return [f"{job}/{task}" for job, task in expired]
+
+    def _end_leases(self) -> None:
+        """Release what dead workers of this machine held, and expire what ran out; say each (a `requeued` event)."""
+        ledger, now = self.swarm.ledger, self.swarm.clock()
+        ended = recovery.release_dead(self.swarm.index, lambda: ledger, now)
+        ended += [recovery.ended(self.swarm.index, job, task, LAPSED, False) for job, task in ledger.expire(now)]
+        for task in ended:
+            self.on_event({"event": "requeued", **task})
 
     def stop(self) -> None:
         """SIGTERM every worker (each kills its adapter's group), then requeue what they held."""

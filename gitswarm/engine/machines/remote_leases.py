@@ -31,7 +31,7 @@ from gitswarm.model.ops import LeaseExpired, LeaseRenewed, Op, TaskClaimed
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.jobs import Snapshot
-from gitswarm.store.leases import Ask, Built, Lease, Ledger, Result, granted_lease
+from gitswarm.store.leases import LAPSED, STOPPED, Ask, Built, Lease, Ledger, Result, granted_lease
 
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
 OFFER_ROUNDS = 64  # refusals in a row (the remote kept moving) before an operation gives up
@@ -260,7 +260,9 @@ class RemoteLedger(Ledger):
 
         def build(s: Snapshot) -> Built:
             _own(s, lease)
-            return self.refs.next_op(LeaseExpired, s, now, task=lease.task, token=lease.token), ()
+            return self.refs.next_op(
+                LeaseExpired, s, now, task=lease.task, token=lease.token, why=f"{lease.owner} gave it up", attempt_used=False
+            ), ()
 
         try:
             self.offer(lease.job, build)
@@ -317,9 +319,14 @@ class RemoteLedger(Ledger):
             return done, granted_lease(snapshot, change, picked[0], ask.owner, task.lease_expires or now)
         return done, None
 
-    def expire(self, now: float, job_id: str | None = None, owner: str | None = None) -> list[tuple[str, str]]:
+    def expire(
+        self, now: float, job_id: str | None = None, owner: str | None = None, why: str | None = None,
+        attempt_used: bool = False,
+    ) -> list[tuple[str, str]]:
         """Push the expiry of every lease whose deadline passed more than the clock skew ago (any
-        machine's); with `owner`, of every lease that owner holds (a worker of this machine known dead)."""
+        machine's); with `owner`, of every lease that owner holds (a worker of this machine known dead).
+        The attempt is given back unless `attempt_used`; `why` is recorded."""
+        why = why or (LAPSED if owner is None else STOPPED)
         if owner is None:
             rows = self.index.db.execute(
                 "SELECT job, task, token FROM leases WHERE expires < ? ORDER BY job, task", (now - self.clock_skew,)
@@ -339,7 +346,7 @@ class RemoteLedger(Ledger):
                     raise InvalidTransition(f"task {task_id}: its lease was renewed")
                 if owner is not None and task.owner != owner:
                     raise InvalidTransition(f"task {task_id} is held by {task.owner}")
-                return self.refs.next_op(LeaseExpired, s, now, task=task_id, token=token), ()
+                return self.refs.next_op(LeaseExpired, s, now, task=task_id, token=token, why=why, attempt_used=attempt_used), ()
 
             try:
                 self.offer(job, build)

@@ -8,8 +8,10 @@ from pathlib import Path
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import BadInput
 from gitswarm.store.gitcli import git, git_version
+from gitswarm.store.holders import describe
 from gitswarm.store.index import INDEX_FORMAT
 from gitswarm.store.job_merge import check_tip
+from gitswarm.store.lease_ends import dead_holders
 
 
 def _check(name: str, ok: bool, detail: str) -> dict:
@@ -40,10 +42,7 @@ def diagnose(swarm: Swarm) -> dict:
             bad += 1
             checks.append(_check(f"job {job_id}", False, str(exc)))
     checks.append(_check("records", bad == 0, f"{len(jobs) - bad} of {len(jobs)} jobs decode cleanly"))
-    now = swarm.clock()
-    stale = [f"{row.job}/{row.task}" for row in swarm.index.leases() if row.expires < now]
-    detail = f"{len(stale)} expired (run gitswarm recover): {', '.join(stale[:5])}" if stale else "none expired"
-    checks.append(_check("leases", True, detail))
+    checks.append(_check("leases", True, _leases(swarm)))
     checks += _remote_checks(swarm)
     return {"ok": all(c["ok"] for c in checks), "checks": checks}
 
@@ -57,6 +56,22 @@ def _index_detail(swarm: Swarm, jobs: int) -> str:
     if index.in_memory:
         return f"none yet at {index.path}: {jobs} jobs read from the refs into memory; the first command that writes makes it"
     return f"{index.path} (format v{INDEX_FORMAT}, {jobs} jobs)"
+
+
+def _leases(swarm: Swarm) -> str:
+    """What the held leases are like: held by dead workers of this machine (said first: nothing waits for
+    them to run out), run out, or fine. Said, never a failure: the next work or recover ends them."""
+    now, held = swarm.clock(), swarm.index.leases()
+    dead = dead_holders(swarm.index)
+    gone = {(row.job, row.task) for row in dead}
+    stale = [f"{row.job}/{row.task}" for row in held if row.expires < now and (row.job, row.task) not in gone]
+    said = []
+    if dead:
+        names = ", ".join(f"{row.job}/{row.task} ({describe(row.holder)})" for row in dead[:5])
+        said.append(f"{len(dead)} held by dead workers: {names}; the next work, run, recover or status requeues them, no attempt used")
+    if stale:
+        said.append(f"{len(stale)} expired (run gitswarm recover): {', '.join(stale[:5])}")
+    return "; ".join(said) or f"{len(held)} held, none expired, no holder dead on this host"
 
 
 def _remote_checks(swarm: Swarm) -> list[dict]:

@@ -13,7 +13,15 @@ refs, queries.py what the index answers and its row types.
 from __future__ import annotations
 
 from gitswarm.store.index.connection import IndexBroken, IndexReplaced
-from gitswarm.store.index.queries import ArtifactMatch, ArtifactRow, ChangedTask, HeldLease, IndexQueries, LeaseRow
+from gitswarm.store.index.queries import (
+    ArtifactMatch,
+    ArtifactRow,
+    ChangedTask,
+    HeldLease,
+    HolderRow,
+    IndexQueries,
+    LeaseRow,
+)
 from gitswarm.store.index.schema import INDEX_FORMAT, index_path
 from gitswarm.store.index.sync import IndexSync
 
@@ -23,6 +31,7 @@ __all__ = [
     "ArtifactRow",
     "ChangedTask",
     "HeldLease",
+    "HolderRow",
     "Index",
     "IndexBroken",
     "IndexReplaced",

@@ -8,6 +8,10 @@ from typing import NamedTuple
 
 import msgspec
 
+from gitswarm.model import codec
+from gitswarm.model.errors import CorruptRecord
+from gitswarm.model.ops import Holder
+
 JOB_COLUMNS = "id, goal, created, status, counts, updated"
 TASK_COLUMNS = (
     "id, seq, state, priority, attempts, max_attempts, claims, owner, adapter, mode,"
@@ -43,6 +47,17 @@ class LeaseRow(NamedTuple):
     owner: str
     token: int
     expires: float
+
+
+class HolderRow(NamedTuple):
+    """A lease whose claim named the process that holds it (store/holders.py judges it)."""
+
+    job: str
+    task: str
+    owner: str
+    token: int
+    expires: float
+    holder: Holder
 
 
 class ArtifactRow(NamedTuple):
@@ -217,3 +232,14 @@ class IndexQueries:
     def leases(self) -> list[LeaseRow]:
         rows = self.db.execute("SELECT job, task, owner, token, expires FROM leases ORDER BY job, task")
         return list(map(LeaseRow._make, rows))
+
+    def held_by_processes(self) -> list[HolderRow]:
+        """Every lease whose holder process is known (a holder that does not decode is as good as unknown)."""
+        found = []
+        rows = self.db.execute("SELECT job, task, owner, token, expires, holder FROM leases WHERE holder IS NOT NULL ORDER BY job, task")
+        for job, task, owner, token, expires, holder in rows:
+            try:
+                found.append(HolderRow(job, task, owner, token, expires, codec.decode(holder.encode(), Holder, "the index's lease holder")))
+            except CorruptRecord:
+                continue
+        return found

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-INDEX_FORMAT = 5  # 2: tasks.not_before, leases without pgid; 3: tasks_queued_by_job; 4: runs; 5: jobs.needs_person
+INDEX_FORMAT = 6  # 2: tasks.not_before, leases without pgid; 3: tasks_queued_by_job; 4: runs; 5: jobs.needs_person;
+# 6: leases.holder
 BUSY_TIMEOUT_MS = 60_000
 TABLES = ("jobs", "tasks", "leases", "artifacts", "runs")
 
@@ -54,6 +55,7 @@ CREATE TABLE leases (
     token INTEGER NOT NULL,
     expires REAL NOT NULL,
     heartbeat REAL NOT NULL,
+    holder TEXT,
     PRIMARY KEY (job, task)
 ) WITHOUT ROWID;
 CREATE INDEX leases_by_expiry ON leases (expires);

@@ -4,17 +4,21 @@ written operation, rebuild after a failure."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from gitswarm.model import codec
 from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.errors import BadInput, CorruptRecord, NewerFormat
 from gitswarm.model.ids import check_job_id
+from gitswarm.model.ops import Holder, TaskClaimed
 from gitswarm.model.records import Job, JobState, Task, TaskState
 from gitswarm.store.index.connection import IndexConnection
-from gitswarm.store.jobs import JobRefs, Snapshot
+from gitswarm.store.jobs import JobRefs, Snapshot, parse_ops
 
 TASK_ROW = f"({','.join('?' * 17)})"
+HOLDER_LOOKBACK = 64  # commits read back from a tip for the claims of running tasks whose holder a rebuild lost
+NO_HOLDERS: Mapping[str, Holder] = {}
 
 
 def _task_row(job_id: str, task: Task) -> tuple:
@@ -106,20 +110,24 @@ class IndexSync(IndexConnection):
         """Replace everything indexed about one job with what its snapshot holds (inside a transaction)."""
         db = self.db
         leases = {
-            (task, token): (expires, heartbeat)
-            for task, token, expires, heartbeat in db.execute(
-                "SELECT task, token, expires, heartbeat FROM leases WHERE job = ?", (snapshot.job_id,)
+            (task, token, owner): (expires, heartbeat, holder)
+            for task, token, owner, expires, heartbeat, holder in db.execute(
+                "SELECT task, token, owner, expires, heartbeat, holder FROM leases WHERE job = ?", (snapshot.job_id,)
             )
         }
         self._forget(snapshot.job_id)
         self._put_job(snapshot.job, snapshot.state, snapshot.tip)
         tasks = snapshot.tasks()
         db.executemany(f"INSERT INTO tasks VALUES {TASK_ROW}", [_task_row(snapshot.job_id, t) for t in tasks])
-        for task in tasks:
-            if task.state is TaskState.RUNNING:
-                kept = leases.get((task.id, task.claims))
-                expires, heartbeat = kept if kept else (task.lease_expires or 0.0, task.updated)
-                self._put_lease(snapshot.job_id, task, max(expires, task.lease_expires or 0.0), heartbeat)
+        running = [t for t in tasks if t.state is TaskState.RUNNING]
+        kept = {t.id: leases.get((t.id, t.claims, t.owner or "")) for t in running}
+        # A lease this index never held (rebuilt, or claimed in a write whose index update was lost): its claim
+        # names its holder, looked for in the last commits.
+        found = claim_holders(snapshot, {t.id: (t.claims, t.owner or "") for t in running if kept[t.id] is None})
+        for task in running:
+            row = kept[task.id]
+            expires, heartbeat, holder = row if row else (task.lease_expires or 0.0, task.updated, None)
+            self._put_lease(snapshot.job_id, task, max(expires, task.lease_expires or 0.0), heartbeat, holder or _holder_text(found.get(task.id)))
         rows, runs = [], []
         for artifact_id_ in snapshot.artifact_ids():
             artifact = snapshot.artifact(artifact_id_)
@@ -130,15 +138,17 @@ class IndexSync(IndexConnection):
         db.executemany(f"INSERT OR IGNORE INTO runs VALUES {RUN_ROW}", runs)
 
     def record(
-        self, job: Job, state: JobState, tip: str, tasks: Iterable[Task], artifacts: Iterable[Artifact] = ()
+        self, job: Job, state: JobState, tip: str, tasks: Iterable[Task], artifacts: Iterable[Artifact] = (),
+        holders: Mapping[str, Holder] = NO_HOLDERS,
     ) -> None:
-        """Mirror one written operation: the job row, every changed task, its lease, new artifacts."""
+        """Mirror one written operation: the job row, every changed task, its lease (held by `holders`' process
+        when its claim named one), new artifacts."""
         self._put_job(job, state, tip)
         db = self.db
         for task in tasks:
             db.execute(f"INSERT OR REPLACE INTO tasks VALUES {TASK_ROW}", _task_row(job.id, task))
             if task.state is TaskState.RUNNING:
-                self._put_lease(job.id, task, task.lease_expires or 0.0, task.updated)
+                self._put_lease(job.id, task, task.lease_expires or 0.0, task.updated, _holder_text(holders.get(task.id)))
             else:
                 db.execute("DELETE FROM leases WHERE job = ? AND task = ?", (job.id, task.id))
         for artifact in artifacts:
@@ -169,18 +179,51 @@ class IndexSync(IndexConnection):
             ),
         )
 
-    def _put_lease(self, job_id: str, task: Task, expires: float, heartbeat: float) -> None:
-        # A new claim replaces the row; the same claim only ever moves its deadline later: a `renewed` in the
-        # record (work --remote), while a local renewal, which lives in this row alone, is never undone.
+    def _put_lease(self, job_id: str, task: Task, expires: float, heartbeat: float, holder: str | None) -> None:
+        # A new claim replaces the row, its holder with it; the same claim only ever moves its deadline later: a
+        # `renewed` in the record (work --remote), while a local renewal, which lives in this row alone, is never
+        # undone. Nor is its holder forgotten.
+        new_claim = "(leases.token != excluded.token OR leases.owner != excluded.owner)"
+        key = (job_id, task.id, task.owner or "", task.claims)
         self.db.execute(
-            "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job, task) DO UPDATE SET"
-            " owner = excluded.owner, token = excluded.token, expires = excluded.expires, heartbeat = excluded.heartbeat"
-            " WHERE leases.token != excluded.token OR leases.owner != excluded.owner OR excluded.expires > leases.expires",
-            (job_id, task.id, task.owner or "", task.claims, expires, heartbeat),
+            "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, task) DO UPDATE SET"
+            " owner = excluded.owner, token = excluded.token, expires = excluded.expires, heartbeat = excluded.heartbeat,"
+            f" holder = CASE WHEN {new_claim} THEN excluded.holder ELSE coalesce(excluded.holder, leases.holder) END"
+            f" WHERE {new_claim} OR excluded.expires > leases.expires",
+            (*key, expires, heartbeat, holder),
         )
+        if holder is not None:
+            self.db.execute(
+                "UPDATE leases SET holder = ? WHERE job = ? AND task = ? AND owner = ? AND token = ? AND holder IS NULL", (holder, *key)
+            )
 
 
 RUN_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _holder_text(holder: Holder | None) -> str | None:
+    return None if holder is None else codec.encode(holder).decode()
+
+
+def claim_holders(snapshot: Snapshot, wanted: Mapping[str, tuple[int, str]]) -> dict[str, Holder]:
+    """The holders the claims of `wanted` ({task: (token, owner)}) name, read from the last HOLDER_LOOKBACK
+    commits along the first parents of the tip. A claim further back, on a merged side, or that named no
+    holder is simply not found: its lease then runs out by its deadline."""
+    found: dict[str, Holder] = {}
+    commit: str | None = snapshot.tip
+    for _ in range(HOLDER_LOOKBACK if wanted else 0):
+        if commit is None or len(found) == len(wanted):
+            break
+        try:
+            info = snapshot.repo.commit_info(commit)
+            ops = parse_ops(info, snapshot.where)
+        except CorruptRecord:  # the job's own checks say so elsewhere; a holder is not worth failing it for
+            break
+        for op in ops:
+            if isinstance(op, TaskClaimed) and op.holder is not None and wanted.get(op.task) == (op.token, op.owner):
+                found.setdefault(op.task, op.holder)
+        commit = info.parents[0] if info.parents else None
+    return found
 
 
 def _run_row(found: str, job_id: str, run: Run) -> tuple:

@@ -132,8 +132,9 @@ def test_a_follow_up_survives_kill_9_of_the_supervisor_and_is_resumed(repo: Path
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    status = cli(repo, "--json", "status", job).json()["tasks"][0]
-    assert status["state"] == "running"  # its lease has yet to run out: nothing was lost, nothing finished
+    # Its worker died with the supervisor: the next status sees so and requeues the follow-up, nothing lost.
+    status = wait_for(lambda: (t := cli(repo, "--json", "status", job).json()["tasks"][0])["state"] == "queued" and t, 2, "requeued")
+    assert "died" in status["error"] and status["attempts"] == 0
     (control / "hold").unlink()
     resumed = cli(repo, "--json", "work", "--job", job, "--lease", "2")
     assert resumed.code == 0, resumed.err

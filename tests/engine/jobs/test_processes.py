@@ -72,13 +72,17 @@ def test_kill_9_of_the_supervisor_takes_its_workers_and_their_adapters_along(rep
         kill_quietly(read_pids(pids))
         kill_quietly(children(proc.pid))
     assert left == [], "workers or their adapters outlived the supervisor"
-    # They wrote nothing: both tasks still run on their leases, which then run out.
+    # They wrote nothing: both tasks are held by their dead workers, and `recover` sees so at once,
+    # without waiting for the leases to run out.
     assert ops(repo, job) == ["job_created", "claimed", "claimed"]
-    wait_for(lambda: time.time() > max(t["updated"] for t in tasks(repo, job).values()) + 2.1, 5, "the leases to run out")
     recovered = cli(repo, "--json", "recover")
     assert recovered.code == 0, recovered.err
     assert sorted(recovered.json()["expired"]) == [f"{job}/s0", f"{job}/s1"]
-    assert {t["state"] for t in tasks(repo, job).values()} == {"queued"}
+    workers_pids = {f"pid {pid} on this host" for pid in workers}
+    for task in recovered.json()["tasks"]:
+        assert (task["state"], task["attempt_used"]) == ("queued", False)
+        assert task["why"].endswith(" died") and any(p in task["why"] for p in workers_pids), task
+    assert {(t["state"], t["attempts"]) for t in tasks(repo, job).values()} == {("queued", 0)}
 
 
 @pytest.mark.slow
@@ -118,7 +122,7 @@ def test_sigterm_stops_the_run_kills_the_adapters_and_requeues(repo: Path, tmp_p
         (listed,) = cli(repo, "--json", "status").json()["jobs"]
         job = listed["id"]
     states = {name: (t["state"], t["owner"], t["attempts"]) for name, t in tasks(repo, job).items()}
-    assert states == {"s0": ("queued", None, 1), "s1": ("queued", None, 1)}
+    assert states == {"s0": ("queued", None, 0), "s1": ("queued", None, 0)}  # stopped: no attempt used
     assert ops(repo, job) == ["job_created", "claimed", "claimed", "expired", "expired"]
     events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert {(e["task"], e["state"]) for e in events if e["event"] == "task" and e["state"] == "queued"} >= {("s0", "queued"), ("s1", "queued")}
