@@ -199,3 +199,15 @@ def register_scripted(repo: Path) -> Path:
     spec = f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
     commit_file(repo, ".gitswarm/adapters/scripted.toml", spec, "register the scripted agent")
     return repo
+
+
+def dumps_dir(repo: Path, tmp_path: Path) -> Path:
+    """A directory outside the repository that sandboxed agents may write (`[sandbox] write` in its
+    .gitswarm.toml, committed): for the fakes' `dump-env: PATH`, which reports what an agent saw into a
+    file the test reads. Everywhere else the sandbox refuses such a write (docs/sandbox.md)."""
+    place = tmp_path / "dumps"
+    place.mkdir(exist_ok=True)
+    config = repo / ".gitswarm.toml"
+    text = config.read_text() if config.is_file() else ""
+    commit_file(repo, ".gitswarm.toml", text + f"\n[sandbox]\nwrite = [{json.dumps(str(place))}]\n", "agents may write the dumps")
+    return place

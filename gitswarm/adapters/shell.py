@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
 from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.sandbox import wrap
 from gitswarm.model.artifacts import Check
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
@@ -30,6 +31,9 @@ class ShellAdapter:
         if task.cwd and not os.path.join(os.path.realpath(cwd), "").startswith(root):
             raise BadInput(f"task {task.id}: cwd {task.cwd!r} leads outside the repository (through a symlink); nothing ran")
         env = {**ctx.base_env, **task.env}
+        box = ctx.sandbox.sandbox if ctx.sandbox is not None else None
+        if box is not None:  # a check in its sandbox ([sandbox] checks, docs/sandbox.md)
+            argv = wrap(box, argv, Path(cwd), env, ctx.base_env.get("HOME"))
         return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
 
     def outcome(

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.adapters.base import Adapter, BlobWriter, Outcome, RunContext, Runner, execute
+from gitswarm.adapters.sandbox import Decision
+from gitswarm.engine.delegation.confine import Confined
 from gitswarm.engine.delegation.integrity import LISTED_CHANGES, Watch, describe, snapshot, violations
 from gitswarm.model.paths import quote_path
 from gitswarm.model.records import TaskSpec
@@ -39,6 +41,7 @@ class ReadOnly:
     root: Path  # the worktree root: the checkout comes from <root>/checkouts
     store: BlobWriter
     now: Callable[[], float]
+    sandbox: Decision | None = None  # the agent's sandbox (engine/delegation/confine.py); None: none, none recorded
 
     def run(self, adapter: Adapter, ctx: RunContext, base: str, spec: TaskSpec, run: Runner) -> Outcome:
         pool = Checkouts(self.repo.workdir or self.repo.common_dir, self.root)
@@ -47,7 +50,12 @@ class ReadOnly:
         try:
             watch = Watch(self.repo.workdir, self.repo.common_dir, checkout.path, self.root)
             before = snapshot(watch, self.now())
-            said = execute(adapter, spec, dataclasses.replace(ctx, workdir=checkout.path), run, self.store, self.now)
+            ctx = dataclasses.replace(ctx, workdir=checkout.path)
+            if self.sandbox is None:
+                said = execute(adapter, spec, ctx, run, self.store, self.now)
+            else:  # whatever it commits stays in its private git dir, and is thrown away
+                with Confined(self.repo.common_dir, self.sandbox, ctx, checkout.path) as confined:
+                    said = execute(adapter, spec, confined.ctx, run, self.store, self.now)
             escaped = violations(watch, before, snapshot(watch, self.now()))
             if escaped:
                 return Outcome(ok=False, error=describe(escaped), artifacts=said.artifacts, retryable=False)

@@ -1,0 +1,137 @@
+"""A git dir of a sandboxed agent's own, in place of its worktree's, and its head brought back after.
+
+Inside the sandbox the repository's git dir is read-only. So that the agent
+can still commit in its worktree, the worktree's own git dir
+(`<common>/worktrees/<name>`) is replaced, for the run, by a private one:
+a full git dir whose objects directory borrows the repository's objects as
+alternates, whose refs are a copy of the repository's branches, tags and
+remote-tracking refs, with the worktree's HEAD, index and the repository's
+config. Whatever the agent does to it (commit, branch, tag, note, hook,
+config) stays there.
+
+After the run gitswarm reads that directory as data, never running git in it
+(its config is the agent's to rewrite): HEAD must still name the task's
+branch; the branch's new commit and the objects it needs are copied into the
+repository (`pack-objects` reading the private objects beside the
+repository's, `unpack-objects --strict` writing only well-formed objects
+whose links resolve), and the branch is moved by compare-and-swap. Then the
+worktree's real index is brought to that commit, so capture sees what is new.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitswarm.store.gitcli import GitCommandError, git
+from gitswarm.store.reffiles import read_ref
+from gitswarm.store.worktrees import WorktreeViolation
+
+PREFIX = "gitswarm-git-"
+COPIED_REFS = ("refs/heads", "refs/tags", "refs/remotes")
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class PrivateGit:
+    """The private git dir of one run (`path`), standing in for the worktree's own (`admin`)."""
+
+    path: Path
+    admin: Path  # the worktree's git dir, <common>/worktrees/<name>
+    common: Path
+    dotgit: Path  # the worktree's `.git` file, and what it said before the run
+    dotgit_text: bytes
+    ref: str | None  # the branch HEAD was on (refs/heads/...), None when detached
+    head: str  # the commit HEAD was at
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def make_private_git(worktree: Path) -> PrivateGit:
+    """A private git dir for the linked worktree at `worktree` (a GitCommandError when it is not one)."""
+    admin = Path(git(["rev-parse", "--absolute-git-dir"], worktree).decode().strip())
+    common = Path(git(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree).decode().strip())
+    dotgit = worktree / ".git"
+    if admin.resolve() == common.resolve() or dotgit.is_symlink() or not dotgit.is_file():
+        raise GitCommandError(f"{worktree} is not a linked worktree: no private git dir for it")
+    ref = git(["symbolic-ref", "-q", "HEAD"], worktree, check=False).decode().strip() or None
+    head = git(["rev-parse", "HEAD"], worktree).decode().strip()
+    listed = git(["for-each-ref", "--format=%(objectname) %(refname)", *COPIED_REFS], worktree)
+    path = Path(tempfile.mkdtemp(prefix=PREFIX))
+    try:
+        for name in ("objects/info", "objects/pack", "refs/heads", "refs/tags", "hooks", "info", "logs"):
+            (path / name).mkdir(parents=True, exist_ok=True)
+        (path / "objects" / "info" / "alternates").write_text(f"{common / 'objects'}\n")
+        (path / "HEAD").write_text(f"ref: {ref}\n" if ref else f"{head}\n")
+        packed = [line for line in listed.decode(errors="surrogateescape").splitlines() if line.partition(" ")[2] != ref]
+        (path / "packed-refs").write_text("".join(f"{line}\n" for line in packed), errors="surrogateescape")
+        if ref:
+            (path / ref).parent.mkdir(parents=True, exist_ok=True)
+            (path / ref).write_text(f"{head}\n")
+        for source, name in ((common / "config", "config"), (admin / "config.worktree", "config.worktree"),
+                             (admin / "index", "index"), (common / "shallow", "shallow"),
+                             (common / "info" / "exclude", "info/exclude")):
+            if source.is_file():
+                shutil.copyfile(source, path / name)
+        if not (path / "config").is_file():
+            (path / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
+        # A git dir of its own, not a bare one, whose hooks are its own (none): the agent's commits run no
+        # hook of the repository's, as gitswarm's own commit of its work runs none.
+        config = str(path / "config")
+        git(["config", "--file", config, "core.bare", "false"], worktree)
+        for key in ("core.worktree", "core.hooksPath"):
+            git(["config", "--file", config, "--unset-all", key], worktree, check=False)
+        return PrivateGit(path, admin, common, dotgit, dotgit.read_bytes(), ref, head)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def bring_back(private: PrivateGit, worktree: Path) -> str:
+    """Bring the private branch's head into the repository; the head the task's branch now has.
+
+    WorktreeViolation when the agent re-pointed its worktree or switched its branch (as capture says);
+    GitCommandError when its commit cannot be brought in (an object missing or malformed)."""
+    if private.dotgit.is_symlink() or not private.dotgit.is_file() or private.dotgit.read_bytes() != private.dotgit_text:
+        raise WorktreeViolation("the worker re-pointed its worktree at another repository (its .git file changed)")
+    head_ref = _head_ref(private.path)
+    if private.ref is None or head_ref != private.ref:
+        raise WorktreeViolation(f"the worker switched its worktree to {head_ref or 'a detached HEAD'}")
+    head = read_ref(private.path, private.ref)
+    if head is None:
+        raise WorktreeViolation(f"the worker left its branch {private.ref} without a commit")
+    if head == private.head:
+        return head
+    objects = private.path / "objects"
+    _plain_files(objects)
+    (objects / "info" / "alternates").unlink(missing_ok=True)  # only its own objects, never others it points at
+    pack = git(["pack-objects", "--revs", "--stdout", "-q"], private.common, input=f"{head}\n^{private.head}\n".encode(),
+               env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects)})
+    git(["unpack-objects", "-q", "--strict"], private.common, input=pack)
+    kind = git(["cat-file", "-t", head], private.common, check=False).decode().strip()
+    if kind != "commit":
+        raise GitCommandError(f"the agent's head {head[:12]} is not a commit once brought in ({kind or 'missing'})")
+    git(["update-ref", "-m", "gitswarm: the agent's commits, from its sandbox", private.ref, head, private.head], private.common)
+    git(["read-tree", "-m", head], worktree)  # the index at the new head, stat data kept for unchanged files
+    return head
+
+
+def _head_ref(path: Path) -> str | None:
+    """The ref a git dir's HEAD names, read as a file; None when detached or unreadable."""
+    try:
+        text = (path / "HEAD").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text[5:].strip() if text.startswith("ref: ") else None
+
+
+def _plain_files(objects: Path) -> None:
+    """Refuse an objects directory holding links (which would lead reads elsewhere)."""
+    for directory, dirs, files in os.walk(objects):
+        for name in (*dirs, *files):
+            if os.path.islink(os.path.join(directory, name)):
+                raise WorktreeViolation(f"the worker left a symbolic link in its object store ({name})")
