@@ -211,3 +211,18 @@ def dumps_dir(repo: Path, tmp_path: Path) -> Path:
     text = config.read_text() if config.is_file() else ""
     commit_file(repo, ".gitswarm.toml", text + f"\n[sandbox]\nwrite = [{json.dumps(str(place))}]\n", "agents may write the dumps")
     return place
+
+
+def sandbox_off(repo: Path) -> None:
+    """`[sandbox] mode = "off"` in the repository's .gitswarm.toml, committed: for the tests of what gitswarm
+    detects where agents run without a sandbox (engine/delegation/integrity.py), which need the escape to happen."""
+    config = repo / ".gitswarm.toml"
+    text = config.read_text() if config.is_file() else ""
+    commit_file(repo, ".gitswarm.toml", text + '\n[sandbox]\nmode = "off"\n', "agents run without a sandbox")
+
+
+def has_bwrap() -> bool:
+    """Whether this machine has a bwrap that makes sandboxes (tests that need one skip without it, saying so)."""
+    from gitswarm.adapters.sandbox import find_bwrap  # deferred: only the sandbox tests ask
+
+    return find_bwrap(os.environ.get("PATH"))[0] is not None

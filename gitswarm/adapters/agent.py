@@ -20,7 +20,7 @@ from gitswarm.adapters.isolation import build_home, linked_sources, make_scratch
 from gitswarm.adapters.pricing import PriceTable, run_cost
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.report import AgentReport, read_report
-from gitswarm.adapters.sandbox import Decision, wrap
+from gitswarm.adapters.sandbox import Decision, named_files, wrap
 from gitswarm.adapters.sessions import keep, restore
 from gitswarm.model.analyze_answer import answer_artifacts, answer_schema, parse_answer, schema_text
 from gitswarm.model.artifacts import Run, SandboxUse
@@ -73,7 +73,8 @@ class AgentAdapter:
             if box is not None:
                 # Writable: the scratch directory (home, state, tmp) and the user's files the spec links in
                 # (a CLI refreshes its login there, as it would without a sandbox).
-                box = box.adding(write=[scratch, *linked_sources(scratch)])
+                literal = [word for arg in template or () for word in ([arg] if isinstance(arg, str) else arg) if "{" not in word]
+                box = box.adding(write=[scratch, *linked_sources(scratch)], read=named_files(literal))
                 argv = wrap(box, argv, Path(ctx.workdir), env, ctx.base_env.get("HOME"))
         except BaseException:
             remove_scratch(scratch)

@@ -32,6 +32,7 @@ NETWORKS: tuple[Network, ...] = ("open", "endpoint", "none")
 #: Where a program installed for the user usually keeps what it runs, beside its `bin/` (a venv's pyvenv.cfg too).
 PREFIX_ENTRIES = ("bin", "lib", "lib64", "libexec", "pyvenv.cfg")
 PROBE_SECONDS = 10.0
+MAX_PATH = 4096
 HostName = msgspec.Meta(pattern=r"^[A-Za-z0-9._:\[\]-]{1,255}$")
 PathText = msgspec.Meta(min_length=1, pattern="^[^\x00]*$")
 
@@ -208,6 +209,13 @@ def path_entries(path: str | None) -> list[Path]:
     return found
 
 
+def named_files(words: Sequence[str]) -> list[Path]:
+    """The files and directories `words` name by absolute path: a spec's own argument words (a script it
+    runs, say), never what a placeholder filled in (a prompt must not choose what the agent may read)."""
+    return [Path(word) for word in words
+            if word.startswith("/") and len(word) < MAX_PATH and "\n" not in word and os.path.exists(word)]
+
+
 def _prefix(directory: Path) -> list[Path]:
     if directory.name == "bin":
         return [directory.parent / name for name in PREFIX_ENTRIES]
@@ -234,7 +242,13 @@ def _interpreter(program: Path, path: str | None) -> Path | None:
 
 
 def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str], home: str | None) -> list[str]:
-    """The `bwrap` command line that runs `argv` in `cwd` inside `sandbox`. `home` is the user's real home."""
+    """The `bwrap` command line that runs `argv` in `cwd` inside `sandbox`. `home` is the user's real home.
+
+    The hidden places (/tmp, /run, the home) are empty file systems of the run's own. What is put back
+    in them is bound at its own path; the directories leading to it are made read-only once all is
+    bound (the home whole, and below /tmp and /run each top directory on the way), so that a write to,
+    say, the user's tree under the home fails rather than vanishing into the run's own /tmp.
+    """
     args = [sandbox.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--cap-drop", "ALL"]
     if sandbox.network != "open":
@@ -244,24 +258,37 @@ def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str
     if resolv.is_relative_to("/run") and sandbox.network == "open":
         args += ["--ro-bind-try", str(resolv.parent), str(resolv.parent)]  # systemd-resolved's stub: DNS still works
     hidden = [Path("/tmp"), Path("/run")]
+    frozen: list[Path] = []  # made read-only at the end
     real_home = Path(os.path.realpath(home)) if home else None
     if real_home is not None and real_home != Path("/") and not any(real_home.is_relative_to(h) for h in hidden):
         args += ["--tmpfs", str(real_home)]
+        frozen.append(real_home)
         hidden.append(real_home)
     python_path = [Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p.startswith("/")]
     shown = [*sandbox.read, *program_paths(str(argv[0]), env.get("PATH")), *path_entries(env.get("PATH")), *python_path]
-    for place in _unique(shown):
-        if any(place.is_relative_to(h) for h in hidden):
-            args += ["--ro-bind-try", str(place), str(place)]
-    for place in _unique(sandbox.hide):
-        if place.is_dir():
-            args += ["--tmpfs", str(place)]
-    for place in _unique(sandbox.write):
+    reads = [place for place in _unique(shown) if any(place.is_relative_to(h) for h in hidden)]
+    hides = [place for place in _unique(sandbox.hide) if place.is_dir()]
+    writes = _unique(sandbox.write)
+    bound = {*reads, *writes, *(target for _, target in sandbox.over), *sandbox.protect}
+    for place in _unique([*reads, *writes]):
+        for root in hidden[:2]:  # /tmp and /run: the top directory on the way to what is put back
+            if place.is_relative_to(root) and place != root:
+                top = root / place.relative_to(root).parts[0]
+                if top not in bound and top not in frozen:
+                    args += ["--tmpfs", str(top)]
+                    frozen.append(top)
+    for place in reads:
+        args += ["--ro-bind-try", str(place), str(place)]
+    for place in hides:
+        args += ["--tmpfs", str(place), "--remount-ro", str(place)]
+    for place in writes:
         args += ["--bind-try", str(place), str(place)]
     for source, target in sandbox.over:
         args += ["--bind", str(source), str(target)]
     for place in _unique(sandbox.protect):
         args += ["--ro-bind-try", str(place), str(place)]
+    for place in frozen:
+        args += ["--remount-ro", str(place)]
     return [*args, "--chdir", str(cwd), "--", *argv]
 
 

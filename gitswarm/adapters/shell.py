@@ -13,6 +13,7 @@ from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
 
 TAIL_LINES = 20
+SANDBOX_HOME = "/tmp/home"  # a sandboxed check's home: in its private /tmp
 
 
 class ShellAdapter:
@@ -34,6 +35,8 @@ class ShellAdapter:
         box = ctx.sandbox.sandbox if ctx.sandbox is not None else None
         if box is not None:  # a check in its sandbox ([sandbox] checks, docs/sandbox.md)
             argv = wrap(box, argv, Path(cwd), env, ctx.base_env.get("HOME"))
+            env["HOME"] = SANDBOX_HOME  # the real one is hidden and read-only: a home in the run's own /tmp
+            argv[argv.index("--chdir"):argv.index("--chdir")] = ["--dir", SANDBOX_HOME]
         return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
 
     def outcome(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.store.gitcli import GitCommandError, git
-from gitswarm.store.reffiles import read_ref
+from gitswarm.store.reffiles import read_ref, read_refs
 from gitswarm.store.worktrees import WorktreeViolation
 
 PREFIX = "gitswarm-git-"
@@ -46,6 +46,7 @@ class PrivateGit:
     dotgit_text: bytes
     ref: str | None  # the branch HEAD was on (refs/heads/...), None when detached
     head: str  # the commit HEAD was at
+    refs: dict[str, str]  # its refs when made
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -85,7 +86,7 @@ def make_private_git(worktree: Path) -> PrivateGit:
         git(["config", "--file", config, "core.bare", "false"], worktree)
         for key in ("core.worktree", "core.hooksPath"):
             git(["config", "--file", config, "--unset-all", key], worktree, check=False)
-        return PrivateGit(path, admin, common, dotgit, dotgit.read_bytes(), ref, head)
+        return PrivateGit(path, admin, common, dotgit, dotgit.read_bytes(), ref, head, read_refs(path, "refs/") or {})
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
@@ -116,8 +117,49 @@ def bring_back(private: PrivateGit, worktree: Path) -> str:
     if kind != "commit":
         raise GitCommandError(f"the agent's head {head[:12]} is not a commit once brought in ({kind or 'missing'})")
     git(["update-ref", "-m", "gitswarm: the agent's commits, from its sandbox", private.ref, head, private.head], private.common)
-    git(["read-tree", "-m", head], worktree)  # the index at the new head, stat data kept for unchanged files
+    git(["read-tree", "--reset", head], worktree)  # the index at the new head, stat data kept for unchanged files
     return head
+
+
+VERBS = {"A": "added", "D": "removed", "M": "changed", "T": "changed"}
+
+
+def changes(private: PrivateGit, worktree: Path) -> list[str]:
+    """What the agent changed of its private git dir, read as data: HEAD, refs, what it staged."""
+    found = []
+    head_ref = _head_ref(private.path)
+    if head_ref != private.ref:
+        found.append(f"HEAD attached to {head_ref}" if head_ref else "HEAD detached")
+    head = read_ref(private.path, head_ref) if head_ref else _detached(private.path)
+    if head != private.head:
+        found.append(f"HEAD moved to {(head or 'nothing')[:12]}")
+    now = read_refs(private.path, "refs/")
+    if now is None:
+        found.append("its refs cannot be read")
+    else:
+        for name in sorted(set(now) | set(private.refs)):
+            if name not in private.refs:
+                found.append(f"{name} created")
+            elif name not in now:
+                found.append(f"{name} deleted")
+            elif now[name] != private.refs[name]:
+                found.append(f"{name} moved")
+    index = private.path / "index"
+    if index.is_file() and not index.is_symlink():
+        # The agent's index, read by git as data, in the worktree whose config is the repository's.
+        staged = git(["diff-index", "--cached", "--no-renames", "--name-status", "-z", private.head], worktree, check=False,
+                     env={"GIT_INDEX_FILE": str(index)})
+        fields = staged.decode(errors="surrogateescape").split("\0")
+        found += [f"{name} {VERBS.get(code[:1], 'changed')}" for code, name in zip(fields[::2], fields[1::2], strict=False) if name]
+    return found
+
+
+def _detached(path: Path) -> str | None:
+    try:
+        text = (path / "HEAD").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) in (40, 64) and _HEX.issuperset(text) else None
 
 
 def _head_ref(path: Path) -> str | None:

@@ -19,10 +19,10 @@ from types import TracebackType
 
 from gitswarm.adapters.agent import AgentAdapter
 from gitswarm.adapters.base import Adapter, RunContext
-from gitswarm.adapters.sandbox import Decision, SandboxTable, Unavailable, decide, find_bwrap, say_once
-from gitswarm.engine.config import Config, load_config
+from gitswarm.adapters.sandbox import Decision, SandboxTable, Unavailable, decide, say_once
+from gitswarm.engine.config import Config
 from gitswarm.model.errors import BadInput
-from gitswarm.store.private_git import PrivateGit, bring_back, make_private_git
+from gitswarm.store.private_git import PrivateGit, bring_back, changes, make_private_git
 
 GITSWARM_DIR = "gitswarm"  # gitswarm's own files in the git common dir: trust, keys, the index
 
@@ -45,21 +45,6 @@ def check_decision(config: Config, pulled: bool, env: Mapping[str, str]) -> Deci
     pulled from another clone; None when they run as before."""
     wanted = config.sandbox.checks if config.sandbox.checks is not None else pulled
     return decision(config, None, env) if wanted else None
-
-
-def require_sandbox(workdir: Path | None, env: Mapping[str, str]) -> None:
-    """Before anything runs: BadInput when `[sandbox] mode = "bwrap"` and there is no bwrap that works,
-    and the one line of `auto` without one."""
-    config = load_config(workdir)
-    mode = config.sandbox.mode or "auto"
-    if mode == "off":
-        return
-    bwrap, why = find_bwrap(env.get("PATH"))
-    if bwrap is not None:
-        return
-    if mode == "bwrap":
-        raise BadInput(f'[sandbox] mode = "bwrap", and {why}: no agent runs without it; nothing ran')
-    say_once(why)
 
 
 class Confined:
@@ -87,6 +72,10 @@ class Confined:
         """An implement run's commits, from its private git dir into the repository (store/private_git.py)."""
         if self.private is not None:
             bring_back(self.private, self.workdir)
+
+    def changes(self) -> list[str]:
+        """What the agent changed of its private git dir (HEAD, refs, the index): for a read-only run."""
+        return changes(self.private, self.workdir) if self.private is not None else []
 
     def close(self) -> None:
         if self.private is not None:

@@ -51,15 +51,17 @@ class ReadOnly:
             watch = Watch(self.repo.workdir, self.repo.common_dir, checkout.path, self.root)
             before = snapshot(watch, self.now())
             ctx = dataclasses.replace(ctx, workdir=checkout.path)
+            in_git: list[str] = []
             if self.sandbox is None:
                 said = execute(adapter, spec, ctx, run, self.store, self.now)
-            else:  # whatever it commits stays in its private git dir, and is thrown away
+            else:  # what it does to git stays in its private git dir, is named here, and is thrown away
                 with Confined(self.repo.common_dir, self.sandbox, ctx, checkout.path) as confined:
                     said = execute(adapter, spec, confined.ctx, run, self.store, self.now)
+                    in_git = confined.changes()
             escaped = violations(watch, before, snapshot(watch, self.now()))
             if escaped:
                 return Outcome(ok=False, error=describe(escaped), artifacts=said.artifacts, retryable=False)
-            written = changed(checkout.path, base)
+            written = changed(checkout.path, base, in_git)
             if written:
                 error = f"integrity: an analyze task is read-only, and the agent changed its checkout of {base[:12]}: {written}"
                 return Outcome(ok=False, error=error, artifacts=said.artifacts, retryable=False)
@@ -69,9 +71,10 @@ class ReadOnly:
             (pool.give_back if clean else pool.discard)(checkout)
 
 
-def changed(path: Path, base: str) -> str | None:
-    """What differs in a checkout of `base` from a fresh one, the first few for a message; None when nothing."""
-    found = []
+def changed(path: Path, base: str, in_git: list[str] | None = None) -> str | None:
+    """What differs in a checkout of `base` from a fresh one, the first few for a message; None when nothing.
+    `in_git`: what a sandboxed agent changed of its private git dir (engine/delegation/confine.py)."""
+    found = list(in_git or [])
     head_ref, head = head_of(path)
     if head_ref:
         found.append(f"HEAD attached to {head_ref}")
