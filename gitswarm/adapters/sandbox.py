@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
@@ -146,8 +146,8 @@ def _probe(bwrap: str) -> str | None:
 def decide(repo: SandboxTable | None, spec: SandboxTable | None, path: str | None, home: str | None) -> Decision:
     """The sandbox of one run: the repository's `[sandbox]` over the adapter spec's, over the defaults
     (mode auto, network open). Mode bwrap without a working bwrap raises Unavailable."""
-    mode: Mode = _first(repo, spec, "mode") or "auto"
-    network: Network = _first(repo, spec, "network") or "open"
+    mode = _first(repo, spec, "mode") or "auto"
+    network = cast(Network, _first(repo, spec, "network") or "open")
     if mode == "off":
         return Decision(None, '[sandbox] mode = "off"', network)
     bwrap, why = find_bwrap(path)
@@ -230,6 +230,10 @@ def named_files(words: Sequence[str]) -> list[Path]:
 
 
 def _prefix(directory: Path) -> list[Path]:
+    """What a program in `directory` may need beside it: an install prefix's entries beside a `bin/`, a
+    whole `node_modules/` for a package in one (its dependencies are its siblings)."""
+    if "node_modules" in directory.parts:
+        return [Path(*directory.parts[: directory.parts.index("node_modules") + 1])]
     if directory.name == "bin":
         return [directory.parent / name for name in PREFIX_ENTRIES]
     return [directory]

@@ -21,8 +21,8 @@ from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, exec
 from gitswarm.adapters.sandbox import Decision
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.engine.config import load_config
-from gitswarm.engine.delegation.confine import Confined
 from gitswarm.engine.delegation.check_env import check_env, env_key, guard_dir, source_of, tree_reads
+from gitswarm.engine.delegation.confine import Confined
 from gitswarm.engine.delegation.judges import (
     NONE,
     JudgeChanges,
@@ -165,9 +165,9 @@ def _run_guarded(
         if boxed is None:
             outcome = execute(shell, spec, check_ctx, run, store, now)
         else:
-            found, common = boxed
-            box = found.sandbox.adding(write=[guard]) if found.sandbox is not None else None
-            with Confined(common, dataclasses.replace(found, sandbox=box), check_ctx, checkout) as confined:
+            decided, common = boxed
+            box = decided.sandbox.adding(write=[guard]) if decided.sandbox is not None else None
+            with Confined(common, dataclasses.replace(decided, sandbox=box), check_ctx, checkout) as confined:
                 outcome = execute(shell, spec, confined.ctx, run, store, now)
         found = [a for a in outcome.artifacts if isinstance(a, Check)]
         ran.checks.extend(found)
