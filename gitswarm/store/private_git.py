@@ -53,43 +53,50 @@ class PrivateGit:
 
 
 def make_private_git(worktree: Path) -> PrivateGit:
-    """A private git dir for the linked worktree at `worktree` (a GitCommandError when it is not one)."""
-    admin = Path(git(["rev-parse", "--absolute-git-dir"], worktree).decode().strip())
-    common = Path(git(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree).decode().strip())
+    """A private git dir for the linked worktree at `worktree` (a GitCommandError when it is not one).
+    One git process; the refs are read from their files (store/reffiles.py)."""
+    said = git(["rev-parse", "--absolute-git-dir", "--path-format=absolute", "--git-common-dir", "HEAD",
+                "--symbolic-full-name", "HEAD"], worktree).decode().splitlines()
+    if len(said) != 4:
+        raise GitCommandError(f"git rev-parse said {said!r} of {worktree}")
+    admin, common, head = Path(said[0]), Path(said[1]), said[2]
+    ref = said[3] if said[3].startswith("refs/") else None
     dotgit = worktree / ".git"
     if admin.resolve() == common.resolve() or dotgit.is_symlink() or not dotgit.is_file():
         raise GitCommandError(f"{worktree} is not a linked worktree: no private git dir for it")
-    ref = git(["symbolic-ref", "-q", "HEAD"], worktree, check=False).decode().strip() or None
-    head = git(["rev-parse", "HEAD"], worktree).decode().strip()
-    listed = git(["for-each-ref", "--format=%(objectname) %(refname)", *COPIED_REFS], worktree)
+    listed = {name: oid for prefix in COPIED_REFS for name, oid in (read_refs(common, prefix + "/") or {}).items()}
     path = Path(tempfile.mkdtemp(prefix=PREFIX))
     try:
-        for name in ("objects/info", "objects/pack", "refs/heads", "refs/tags", "hooks", "info", "logs"):
-            (path / name).mkdir(parents=True, exist_ok=True)
+        # As few directories as will do (git makes the others as it needs them): each costs its rmdir.
+        (path / "objects" / "info").mkdir(parents=True)
+        (path / "refs").mkdir()
         (path / "objects" / "info" / "alternates").write_text(f"{common / 'objects'}\n")
         (path / "HEAD").write_text(f"ref: {ref}\n" if ref else f"{head}\n")
-        packed = [line for line in listed.decode(errors="surrogateescape").splitlines() if line.partition(" ")[2] != ref]
-        (path / "packed-refs").write_text("".join(f"{line}\n" for line in packed), errors="surrogateescape")
         if ref:
-            (path / ref).parent.mkdir(parents=True, exist_ok=True)
-            (path / ref).write_text(f"{head}\n")
-        for source, name in ((common / "config", "config"), (admin / "config.worktree", "config.worktree"),
-                             (admin / "index", "index"), (common / "shallow", "shallow"),
-                             (common / "info" / "exclude", "info/exclude")):
+            listed[ref] = head
+        packed = "".join(f"{oid} {name}\n" for name, oid in sorted(listed.items()))
+        (path / "packed-refs").write_text(packed, errors="surrogateescape")
+        for source, name in ((admin / "config.worktree", "config.worktree"), (admin / "index", "index"),
+                             (common / "shallow", "shallow"), (common / "info" / "exclude", "info/exclude")):
             if source.is_file():
+                (path / name).parent.mkdir(exist_ok=True)
                 shutil.copyfile(source, path / name)
-        if not (path / "config").is_file():
-            (path / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
-        # A git dir of its own, not a bare one, whose hooks are its own (none): the agent's commits run no
-        # hook of the repository's, as gitswarm's own commit of its work runs none.
-        config = str(path / "config")
-        git(["config", "--file", config, "core.bare", "false"], worktree)
-        for key in ("core.worktree", "core.hooksPath"):
-            git(["config", "--file", config, "--unset-all", key], worktree, check=False)
+        # The repository's config, then what makes this a git dir of its own, not a bare one, for this
+        # worktree, whose hooks are its own (none: the agent's commits run no hook of the repository's, as
+        # gitswarm's own commit of its work runs none). Later values win; paths as the sandbox sees them.
+        config = (common / "config").read_bytes() if (common / "config").is_file() else b""
+        own = f"\n[core]\n\tbare = false\n\tworktree = {_quoted(worktree)}\n\thooksPath = {_quoted(admin / 'hooks')}\n"
+        (path / "config").write_bytes(config + own.encode(errors="surrogateescape"))
         return PrivateGit(path, admin, common, dotgit, dotgit.read_bytes(), ref, head, read_refs(path, "refs/") or {})
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+def _quoted(path: Path) -> str:
+    """A path as a git config value: quoted, its backslashes and quotes escaped."""
+    text = os.fsdecode(path).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
 
 
 def bring_back(private: PrivateGit, worktree: Path) -> str:
