@@ -75,6 +75,7 @@ class AgentAdapter:
                 # (a CLI refreshes its login there, as it would without a sandbox).
                 literal = [word for arg in template or () for word in ([arg] if isinstance(arg, str) else arg) if "{" not in word]
                 box = box.adding(write=[scratch, *linked_sources(scratch)], read=named_files(literal))
+                argv = [argv[0], *(spec.sandbox.swap_args.get(word, word) for word in argv[1:])]
                 argv = wrap(box, argv, Path(ctx.workdir), env, ctx.base_env.get("HOME"))
         except BaseException:
             remove_scratch(scratch)

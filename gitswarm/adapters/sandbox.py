@@ -53,6 +53,8 @@ class SpecSandbox(SandboxTable, forbid_unknown_fields=True, frozen=True, kw_only
     """An adapter spec's `[sandbox]`: the table, and a note on how the CLI's own sandbox combines with it."""
 
     note: str = ""
+    # Argument words replaced when gitswarm's sandbox runs the CLI: its own sandbox's switch, where the two cannot nest.
+    swap_args: dict[str, str] = {}
 
 
 def check_table(table: SandboxTable, where: str) -> str | None:
