@@ -63,6 +63,9 @@ def check_table(table: SandboxTable, where: str) -> str | None:
         for entry in getattr(table, key):
             if not (entry.startswith("/") or entry.startswith("~/")) or "\x00" in entry:
                 return f"{where}.{key}: {entry!r} must be an absolute path or start with ~/"
+    if table.network == "endpoint":
+        # Not built yet: the proxy outside the sandbox that would let the agent reach its endpoint alone.
+        return f'{where}.network: "endpoint" is not available yet (docs/sandbox.md): "none" or "open"'
     for host in table.hosts:
         if not host or len(host) > 255 or any(c.isspace() or c in "/@?#" for c in host):
             return f"{where}.hosts: {host!r} is not a host or host:port"

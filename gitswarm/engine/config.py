@@ -44,8 +44,7 @@
     [sandbox]
     mode = "auto"                        # auto: agents run in bwrap where there is one; "bwrap": refuse to run
                                          # an agent without it; "off": none (docs/sandbox.md). Unset: the spec's
-    network = "open"                     # "endpoint": only the model endpoint, through gitswarm's proxy; "none"
-    hosts = ["api.example.com"]          # endpoint: hosts agents may reach besides their spec's
+    network = "open"                     # "none": a network namespace of its own, loopback only ("endpoint": to come)
     read = ["~/.pyenv"]                  # more paths agents may read (the home is hidden from them)
     write = []                           # more paths agents may write
     checks = true                        # the checks that verify a patch run sandboxed too; unset: only

@@ -198,8 +198,10 @@ def test_mode_off_runs_without_a_sandbox_and_says_nothing(repo: Path) -> None:
     assert run.sandbox.kind == "none" and run.sandbox.why == '[sandbox] mode = "off"'
 
 
-def test_a_bad_sandbox_table_is_one_line_and_exit_2(repo: Path) -> None:
-    commit_file(repo, ".gitswarm.toml", '[sandbox]\nmode = "sometimes"\n')
+@pytest.mark.parametrize("table", ['mode = "sometimes"', 'network = "endpoint"', 'read = ["relative/path"]', 'hosts = ["a b"]'],
+                         ids=["mode", "endpoint-not-yet", "relative-read", "bad-host"])
+def test_a_bad_sandbox_table_is_one_line_and_exit_2(repo: Path, table: str) -> None:
+    commit_file(repo, ".gitswarm.toml", f"[sandbox]\n{table}\n")
     before = swarm_refs(repo)
     result = cli(repo, "delegate", "x", "--adapter", "scripted", "--check", "true")
     assert result.code == 2 and len(result.err.strip().splitlines()) == 1 and "sandbox" in result.err, result.err
