@@ -206,3 +206,25 @@ def test_a_bad_sandbox_table_is_one_line_and_exit_2(repo: Path, table: str) -> N
     result = cli(repo, "delegate", "x", "--adapter", "scripted", "--check", "true")
     assert result.code == 2 and len(result.err.strip().splitlines()) == 1 and "sandbox" in result.err, result.err
     assert swarm_refs(repo) == before
+
+
+@needs_bwrap
+def test_checks_run_sandboxed_when_the_repository_asks(repo: Path, tmp_path: Path) -> None:
+    register(repo)
+    outside = tmp_path / "written-by-a-check.txt"
+    check = f"test -f notes.txt && (echo x > {outside} || true) && touch built-in-the-checkout && git update-ref refs/heads/main HEAD~0"
+    commit_file(repo, ".gitswarm.toml", "[sandbox]\nchecks = true\n")
+    before = repository_state(repo)
+    result = cli(repo, "--json", "delegate", "the task", "--adapter", "rogue", "--check", check)
+    assert result.code == 0, result.err  # it wrote its checkout and moved main in its private git dir only
+    assert not outside.exists()
+    assert repository_state(repo) == before
+
+
+@needs_bwrap
+def test_checks_of_this_clones_jobs_run_as_before_by_default(repo: Path, tmp_path: Path) -> None:
+    register(repo)
+    outside = tmp_path / "written-by-a-check.txt"
+    result = cli(repo, "--json", "delegate", "the task", "--adapter", "rogue", "--check", f"test -f notes.txt && touch {outside}")
+    assert result.code == 0, result.err
+    assert outside.exists()  # [sandbox] checks unset: only pulled jobs' checks are sandboxed
