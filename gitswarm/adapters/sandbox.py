@@ -84,8 +84,6 @@ class Sandbox:
     hide: tuple[Path, ...] = ()  # made empty (gitswarm's own files in the git dir)
     over: tuple[tuple[Path, Path], ...] = ()  # (source, target): a directory of the run's own in place of target
     protect: tuple[Path, ...] = ()  # bound read-only inside a writable place (the worktree's `.git` file)
-    proxy: Path | None = None  # endpoint: the unix socket of gitswarm's proxy, bound into the sandbox
-    ports: tuple[int, ...] = ()  # endpoint: loopback ports forwarded to the proxy (model servers on 127.0.0.1)
 
     def adding(self, *, write: Sequence[Path] = (), read: Sequence[Path] = (), hide: Sequence[Path] = (),
                over: Sequence[tuple[Path, Path]] = (), protect: Sequence[Path] = ()) -> Sandbox:
