@@ -297,18 +297,18 @@ def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str
                 if top not in bound and top not in frozen:
                     args += ["--tmpfs", str(top)]
                     frozen.append(top)
-    for place in reads:
-        args += ["--ro-bind-try", str(place), str(place)]
-    for place in hides:
-        args += ["--tmpfs", str(place)]
-        frozen.append(place)
-    for place in writes:
-        args += ["--bind-try", str(place), str(place)]
-    for source, target in sandbox.over:
-        args += ["--bind", str(source), str(target)]
-    for place in _unique(sandbox.protect):
-        args += ["--ro-bind-try", str(place), str(place)]
-    for place in frozen:
+    # Every mount in the order of its depth, the deeper after (and so over) what holds it: a writable place
+    # never uncovers what is read-only or hidden inside it (the git dir in a `[sandbox] write` directory),
+    # and a worktree inside a read-only place stays writable.
+    mounts: list[tuple[Path, list[str]]] = [(p, ["--ro-bind-try", str(p), str(p)]) for p in reads]
+    mounts += [(p, ["--bind-try", str(p), str(p)]) for p in writes]
+    mounts += [(p, ["--tmpfs", str(p)]) for p in hides]
+    mounts += [(target, ["--bind", str(source), str(target)]) for source, target in sandbox.over]
+    mounts += [(p, ["--ro-bind-try", str(p), str(p)]) for p in _unique(sandbox.protect)]
+    for _, mount in sorted(mounts, key=lambda m: len(Path(os.path.abspath(m[0])).parts)):
+        args += mount
+    frozen += hides
+    for place in sorted(frozen, key=lambda p: -len(p.parts)):  # each read-only once all is bound
         args += ["--remount-ro", str(place)]
     return [*args, "--chdir", str(cwd), "--", *argv]
 

@@ -228,3 +228,26 @@ def test_checks_of_this_clones_jobs_run_as_before_by_default(repo: Path, tmp_pat
     result = cli(repo, "--json", "delegate", "the task", "--adapter", "rogue", "--check", f"test -f notes.txt && touch {outside}")
     assert result.code == 0, result.err
     assert outside.exists()  # [sandbox] checks unset: only pulled jobs' checks are sandboxed
+
+
+@needs_bwrap
+def test_a_writable_place_holding_the_repository_leaves_its_git_dir_read_only(repo: Path, tmp_path: Path, secret: Path) -> None:
+    """`[sandbox] write` naming a directory that holds the repository: the user's files there become writable,
+    as asked, but the git dir stays read-only and gitswarm's files hidden (deeper mounts go over it)."""
+    register(repo, f'write = [{json.dumps(str(tmp_path))}]\n')
+    cli(repo, "init")
+    before = repository_state(repo)
+    prompt = "\n".join(["the task", f"repo: {repo}", f"common: {repo / '.git'}", f"secret: {secret}",
+                        f"outside: {tmp_path / 'outside.txt'}"])
+    result = cli(repo, "--json", "delegate", prompt, "--adapter", "rogue", "--check", "test -f notes.txt")
+    [task] = result.json()["tasks"]
+    # What [sandbox] write allows it reaches; a write into the user's tree is then caught as before.
+    assert result.code == 1 and task["error"].startswith("integrity:") and "escaped.txt" in task["error"], task
+    outputs, records = task_records(repo, result.json()["id"])
+    [run] = [r for r in records if isinstance(r, Run)]
+    said = dict(line.split(": ", 1) for line in outputs[id(run)].splitlines() if ": " in line)
+    assert said["write-outside"] == "done" and said["write-user-tree"] == "done"
+    for name in ("move-main", "delete-main", "create-ref", "trust", "local-jobs", "hook", "config", "read-secret"):
+        assert said[name].startswith("refused"), (name, said[name])
+    (repo / "escaped.txt").unlink()
+    assert repository_state(repo) == before
