@@ -199,3 +199,30 @@ def register_scripted(repo: Path) -> Path:
     spec = f'executable = {json.dumps(sys.executable)}\nargs = ["-m", "gitswarm.scripted_agent", "{{prompt}}"]\n'
     commit_file(repo, ".gitswarm/adapters/scripted.toml", spec, "register the scripted agent")
     return repo
+
+
+def dumps_dir(repo: Path, tmp_path: Path) -> Path:
+    """A directory outside the repository that sandboxed agents may write (`[sandbox] write` in its
+    .gitswarm.toml, committed): for the fakes' `dump-env: PATH`, which reports what an agent saw into a
+    file the test reads. Everywhere else the sandbox refuses such a write (docs/sandbox.md)."""
+    place = tmp_path / "dumps"
+    place.mkdir(exist_ok=True)
+    config = repo / ".gitswarm.toml"
+    text = config.read_text() if config.is_file() else ""
+    commit_file(repo, ".gitswarm.toml", text + f"\n[sandbox]\nwrite = [{json.dumps(str(place))}]\n", "agents may write the dumps")
+    return place
+
+
+def sandbox_off(repo: Path) -> None:
+    """`[sandbox] mode = "off"` in the repository's .gitswarm.toml, committed: for the tests of what gitswarm
+    detects where agents run without a sandbox (engine/delegation/integrity.py), which need the escape to happen."""
+    config = repo / ".gitswarm.toml"
+    text = config.read_text() if config.is_file() else ""
+    commit_file(repo, ".gitswarm.toml", text + '\n[sandbox]\nmode = "off"\n', "agents run without a sandbox")
+
+
+def has_bwrap() -> bool:
+    """Whether this machine has a bwrap that makes sandboxes (tests that need one skip without it, saying so)."""
+    from gitswarm.adapters.sandbox import find_bwrap  # deferred: only the sandbox tests ask
+
+    return find_bwrap(os.environ.get("PATH"))[0] is not None

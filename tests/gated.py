@@ -33,6 +33,7 @@ def register_gated(repo: Path, control: Path) -> Path:
     script = control / "agent.py"
     script.write_text(SCRIPT.format(control=str(control)))
     spec = f'executable = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}, "{{prompt}}"]\n'
+    spec += f"[sandbox]\nwrite = [{json.dumps(str(control))}]  # where the test holds and reads it\n"
     commit_file(repo, ".gitswarm/adapters/gated.toml", spec, "register the gated agent")
     return control
 
@@ -41,3 +42,19 @@ def prompts(control: Path) -> list[str]:
     """The prompts of every run so far, in order."""
     count = len((control / "starts").read_text().split()) if (control / "starts").exists() else 0
     return [(control / f"prompt-{n}").read_text() for n in range(1, count + 1)]
+
+
+def running(control: Path) -> list[int]:
+    """The pids, as this machine sees them, of the gated agents running now: found by their command line in
+    /proc, since an agent in a sandbox has a PID namespace of its own and records the pid it sees there."""
+    script = str(control / "agent.py").encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if script in argv and b"--" not in argv:  # the agent itself, not the bwrap around it
+                found.append(int(entry.name))
+    return found

@@ -12,15 +12,18 @@ import json
 import string
 from pathlib import Path
 
+import msgspec
+
 from gitswarm.adapters.agentspec import AgentSpec, Arg
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
-from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch, run_environment
+from gitswarm.adapters.isolation import build_home, linked_sources, make_scratch, remove_scratch, run_environment
 from gitswarm.adapters.pricing import PriceTable, run_cost
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.report import AgentReport, read_report
+from gitswarm.adapters.sandbox import Decision, named_files, wrap
 from gitswarm.adapters.sessions import keep, restore
 from gitswarm.model.analyze_answer import answer_artifacts, answer_schema, parse_answer, schema_text
-from gitswarm.model.artifacts import Run
+from gitswarm.model.artifacts import Run, SandboxUse
 from gitswarm.model.browser import is_browser
 from gitswarm.model.records import TaskSpec
 
@@ -66,6 +69,14 @@ class AgentAdapter:
             if ctx.session and spec.resume is not None and task.mode == "implement":
                 restore(spec.resume, ctx.session, scratch / "home")
                 argv += expand(spec.resume.args, values)
+            box = ctx.sandbox.sandbox if ctx.sandbox is not None else None
+            if box is not None:
+                # Writable: the scratch directory (home, state, tmp) and the user's files the spec links in
+                # (a CLI refreshes its login there, as it would without a sandbox).
+                literal = [word for arg in template or () for word in ([arg] if isinstance(arg, str) else arg) if "{" not in word]
+                box = box.adding(write=[scratch, *linked_sources(scratch)], read=named_files(literal))
+                argv = [argv[0], *(spec.sandbox.swap_args.get(word, word) for word in argv[1:])]
+                argv = wrap(box, argv, Path(ctx.workdir), env, ctx.base_env.get("HOME"))
         except BaseException:
             remove_scratch(scratch)
             raise
@@ -167,7 +178,15 @@ class AgentAdapter:
             stdout=stdout,
             stderr=stderr,
             skills=ctx.skills,
+            sandbox=used(ctx.sandbox) if ctx.sandbox is not None else msgspec.UNSET,
         )
+
+
+def used(decision: Decision, refused: tuple[str, ...] = ()) -> SandboxUse:
+    """What a run's record says of its sandbox."""
+    if decision.sandbox is None:
+        return SandboxUse(kind="none", network="open", why=decision.why or None)
+    return SandboxUse(kind="bwrap", network=decision.sandbox.network, refused=refused)
 
 
 def expand(template: list[Arg], values: dict[str, str]) -> list[str]:

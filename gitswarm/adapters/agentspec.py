@@ -20,6 +20,7 @@ import msgspec
 
 from gitswarm.adapters.extends import resolve
 from gitswarm.adapters.names import spec_dirs
+from gitswarm.adapters.sandbox import SpecSandbox, check_table
 from gitswarm.model.capabilities import CAPABILITIES, SIDE_EFFECTS
 from gitswarm.model.errors import BadInput
 from gitswarm.model.routing import TIERS
@@ -153,6 +154,7 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     exit_codes: dict[str, str] = {}  # "42" = "input error": what a code means, for the error message
     approve: bool = False  # runs act outside the repository: tasks need approval
     resume: ResumeSpec | None = None  # how to resume a session; None: it cannot be
+    sandbox: SpecSandbox = msgspec.field(default_factory=SpecSandbox)  # [sandbox]: mode, network, hosts (docs/sandbox.md)
 
     def args_for(self, mode: str, browser: bool = False) -> list[Arg] | None:
         """The argument template of a run in `mode`; for a browser task, the mode's `browser_args` if it has them."""
@@ -291,6 +293,9 @@ def _check(spec: AgentSpec, source: str) -> None:
             for entry in getattr(state, key) or ():
                 if not _inside(entry):
                     fail(f"state_home.{key}: {entry!r} must be a path inside the state directory")
+    wrong = check_table(spec.sandbox, "sandbox")
+    if wrong:
+        fail(wrong)
     state_files = {**spec.state_home.json, **spec.state_home.yaml} if spec.state_home else {}
     for key, files in (("home_json", spec.home_json), ("state_home.json/yaml", state_files)):
         for entry, settings in files.items():

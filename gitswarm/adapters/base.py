@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.sandbox import Decision
 from gitswarm.model.artifacts import Artifact, BlobRef
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.routing import Route
@@ -43,6 +44,7 @@ class RunContext:
     session: str | None = None  # the agent session to resume (a follow-up with --resume-session)
     skills: tuple[str, ...] = ()  # the skills the prompt carries (`NAME@SHA256`), for the run artifact
     route: Route | None = None  # the model routing chose for this run, and why (model/routing.py)
+    sandbox: Decision | None = None  # the run's sandbox (adapters/sandbox.py); None: none, and none recorded
 
 
 @dataclass

@@ -115,6 +115,21 @@ def _state_home(state: StateHome, scratch: Path, source: Path | None) -> Path:
     return target
 
 
+def linked_sources(scratch: Path) -> list[Path]:
+    """Where the links under `scratch` lead outside it: the user's files a spec links into a run's home
+    or state directory (home_files, [state_home] link), which a sandboxed run must be able to reach."""
+    found = []
+    inside = os.path.join(os.path.realpath(scratch), "")
+    for directory, dirs, files in os.walk(scratch):
+        for name in (*dirs, *files):
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                target = os.path.realpath(path)
+                if not target.startswith(inside) and os.path.exists(target):
+                    found.append(Path(target))
+    return found
+
+
 def remove_scratch(scratch: Path | None) -> None:
     """Remove a run's scratch directory, even where the agent left read-only directories."""
     if scratch is None:

@@ -41,6 +41,15 @@
     models = ["claude-opus-4-*"]         # the only models browser tasks may run on (names or fnmatch
                                          # patterns); a browser task on another is refused at submit; unset: any
 
+    [sandbox]
+    mode = "auto"                        # auto: agents run in bwrap where there is one; "bwrap": refuse to run
+                                         # an agent without it; "off": none (docs/sandbox.md). Unset: the spec's
+    network = "open"                     # "none": a network namespace of its own, loopback only ("endpoint": to come)
+    read = ["~/.pyenv"]                  # more paths agents may read (the home is hidden from them)
+    write = []                           # more paths agents may write
+    checks = true                        # the checks that verify a patch run sandboxed too; unset: only
+                                         # for jobs pulled from another clone (once approved)
+
     [skills]
     dirs = [".gitswarm/skills"]          # folders of SKILL.md files (in the repository or the user's
                                          # gitswarm config folder); unset or []: no skills
@@ -58,6 +67,7 @@ import msgspec
 
 from gitswarm.adapters.names import user_config_dir
 from gitswarm.adapters.registry import DEFAULT_PREFERENCE
+from gitswarm.adapters.sandbox import SandboxTable, check_table
 from gitswarm.engine.config_file import CONFIG_FILE, DEFAULT_VERIFIED, raw_config
 from gitswarm.model.errors import BadInput
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
@@ -139,6 +149,12 @@ class WorktreesConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     root: Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")] | None = None
 
 
+class SandboxConfig(SandboxTable, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """`[sandbox]`: over each adapter spec's own (adapters/sandbox.py); `checks` is the checks' own switch."""
+
+    checks: bool | None = None  # None: sandboxed for jobs pulled from another clone, not for this clone's
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     adapters: AdaptersConfig = msgspec.field(default_factory=AdaptersConfig)
     audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
@@ -151,6 +167,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
     browser: BrowserConfig = msgspec.field(default_factory=BrowserConfig)
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
 
 def load_config(workdir: Path | None) -> Config:
@@ -168,6 +185,9 @@ def load_config(workdir: Path | None) -> Config:
         raise BadInput(f"{shown}: {str(exc).replace('Object contains unknown field', 'unknown key')}") from None
     # The durations too, here: a command that reads the configuration refuses a bad one before it writes
     # anything (a `run` once submitted its job, then stopped at the notifier's timeout).
+    wrong = check_table(config.sandbox, "sandbox")
+    if wrong:
+        raise BadInput(f"{shown}: {wrong}")
     for name, value in (("audit.timeout", config.audit.timeout), ("notify.timeout", config.notify.timeout)):
         try:
             parse_duration(value, name)

@@ -143,6 +143,19 @@ class Summary(_Base, tag="summary", kw_only=True, frozen=True):
     data: dict[str, object] = {}
 
 
+class SandboxUse(msgspec.Struct, kw_only=True, frozen=True):
+    """The sandbox a run had (docs/sandbox.md): `bwrap`, or `none` and why not; its network, and what
+    the endpoint proxy refused (`host:port`, at most MAX_REFUSED of them)."""
+
+    kind: str  # "bwrap" or "none"
+    network: str = "open"  # open, endpoint, none
+    why: str | None = None  # kind "none": `[sandbox] mode = "off"`, no bwrap on PATH, ...
+    refused: tuple[str, ...] = ()
+
+
+MAX_REFUSED = 32
+
+
 class Run(_Base, tag="run", kw_only=True, frozen=True):
     """One process run of an agent adapter: how it ended and what it cost."""
 
@@ -162,6 +175,8 @@ class Run(_Base, tag="run", kw_only=True, frozen=True):
     stdout: BlobRef | None = None
     stderr: BlobRef | None = None
     skills: tuple[str, ...] = ()  # the skills its prompt packet carried, `NAME@SHA256` of each SKILL.md ([skills])
+    # The sandbox it ran in; unset (absent from the encoding) on runs recorded before there was one.
+    sandbox: SandboxUse | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         _require(bool(self.adapter), "run.adapter must not be empty")

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import msgspec
 
-from gitswarm.model.artifacts import Artifact, Check, Patch, Run, Verdict
+from gitswarm.model.artifacts import MAX_REFUSED, Artifact, Check, Patch, Run, SandboxUse, Verdict
 from gitswarm.model.capabilities import CAPABILITIES
 from gitswarm.model.codec import FORMAT
 from gitswarm.model.errors import BadInput, CorruptRecord
@@ -304,6 +304,9 @@ def check_artifact(artifact: Artifact, job_id: str, task_ids: Iterable[str], whe
         _need(artifact.duration <= MAX_TIMEOUT_SECONDS * 2, f"{where}.duration", "out of range")
     if isinstance(artifact, Run):
         _need((artifact.input_tokens or 0) >= 0 and (artifact.output_tokens or 0) >= 0, where, "negative tokens")
+        if isinstance(artifact.sandbox, SandboxUse):
+            _need(len(artifact.sandbox.refused) <= MAX_REFUSED and all(len(r) <= 300 for r in artifact.sandbox.refused),
+                  f"{where}.sandbox.refused", "too long")
     if isinstance(artifact, Patch):
         _need(all(f.added >= 0 and f.deleted >= 0 for f in artifact.files), f"{where}.files", "negative line counts")
     if isinstance(artifact, Verdict):

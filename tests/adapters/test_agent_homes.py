@@ -17,7 +17,7 @@ from gitswarm.adapters.isolation import build_home, make_scratch, remove_scratch
 from gitswarm.adapters.jsonfiles import patch_json_file, patch_yaml_file, strip_comments
 from gitswarm.adapters.names import shipped_dir
 from gitswarm.model.errors import BadInput
-from tests.conftest import cli, spec_text
+from tests.conftest import cli, dumps_dir, spec_text
 
 SHIPPED = shipped_dir()
 assert SHIPPED is not None
@@ -25,7 +25,7 @@ assert SHIPPED is not None
 
 def run_dump(repo: Path, tmp_path: Path, adapter: str, *lines: str, **fields: object) -> dict:
     """Run one task whose fake dumps what it saw; that dump."""
-    dump = tmp_path / "seen.json"
+    dump = dumps_dir(repo, tmp_path) / "seen.json"
     prompt = "\n".join([f"dump-env: {dump}", *lines])
     body = f'id = "t"\nadapter = "{adapter}"\nprompt = {json.dumps(prompt)}\n'
     body += "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())

@@ -21,7 +21,7 @@ from gitswarm.adapters.preflight import check
 from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Decision, Finding, Patch, Run, Verdict
-from tests.conftest import cli, git, spec_text
+from tests.conftest import cli, dumps_dir, git, spec_text
 from tests.proctools import interruptible
 
 CLIS = ["aider", "hermes", "omp"]
@@ -192,7 +192,7 @@ def test_hermes_runs_in_its_own_hermes_home(repo: Path, tmp_path: Path, fake_cli
     (real / "config.yaml").write_text(config)
     (real / "sessions" / "old.json").write_text("{}")
     (real / "skills" / "x.md").write_text("# a skill\n")
-    dump = tmp_path / "env.json"
+    dump = dumps_dir(repo, tmp_path) / "env.json"
     prompt = f"dump-env: {dump}\nappend $HERMES_HOME/config.yaml: telemetry: false\nwrite note.txt: x\nanswer: ok"
     # implement: an analyze run has no toolset that writes (adapters/hermes.toml)
     data = run_job(repo, tmp_path, task("hermes", prompt, mode="implement", checks=["test -f note.txt"]))
@@ -223,7 +223,7 @@ def test_hermes_sees_none_of_the_real_session_store(repo: Path, tmp_path: Path, 
     real.mkdir()
     for name in ("state.db", "state.db-wal", "state.db-shm"):  # as while a gateway has the store open
         (real / name).write_bytes(b"the user's " + name.encode())
-    dump = tmp_path / "env.json"
+    dump = dumps_dir(repo, tmp_path) / "env.json"
     data = run_job(repo, tmp_path, task("hermes", f"dump-env: {dump}\nanswer: ok"))
     assert state(data)["state"] == "succeeded", state(data)
     for name in ("state.db", "state.db-wal", "state.db-shm"):

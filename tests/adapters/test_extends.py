@@ -14,7 +14,7 @@ from gitswarm.adapters.names import shipped_dir, spec_dirs, user_config_dir
 from gitswarm.adapters.preflight import _key
 from gitswarm.adapters.registry import Registry, repo_registry
 from gitswarm.model.errors import BadInput
-from tests.conftest import cli, spec_text
+from tests.conftest import cli, dumps_dir, spec_text
 
 SHIPPED = shipped_dir()
 assert SHIPPED is not None
@@ -211,7 +211,7 @@ pass_env = ["LOCAL_OPENAI_KEY"]
 args = ["-c", "model_provider=local", "-c", 'model_providers.local={{name="local", base_url="http://127.0.0.1:9/v1", wire_api="responses", env_key="LOCAL_OPENAI_KEY"}}']
 """)
     monkeypatch.setenv("LOCAL_OPENAI_KEY", "k-local")
-    dump = tmp_path / "env.json"
+    dump = dumps_dir(repo, tmp_path) / "env.json"
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text(f'id = "t"\nadapter = "codex-local"\nprompt = {json.dumps(f"dump-env: {dump}")}\n'))
     result = cli(repo, "--json", "run", str(spec), "-j", "1")

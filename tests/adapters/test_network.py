@@ -14,7 +14,7 @@ import pytest
 
 from gitswarm.adapters.agentspec import AgentSpec, load_spec
 from gitswarm.adapters.names import shipped_dir
-from tests.conftest import cli, spec_text
+from tests.conftest import cli, dumps_dir, spec_text
 
 ALL_CLIS = ("claude-code", "codex", "gemini", "aider", "hermes", "omp")
 PROXIES = {
@@ -44,7 +44,7 @@ def test_proxy_and_certificate_variables_reach_the_agent(
     for name, value in PROXIES.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PLANTED_SECRET", "s3cr3t")
-    dump = tmp_path / "env.json"
+    dump = dumps_dir(repo, tmp_path) / "env.json"
     data = run_one(repo, tmp_path, f'id = "t"\nadapter = "{adapter}"\nprompt = {json.dumps(f"dump-env: {dump}")}\n')
     assert data["status"] == "succeeded", data["tasks"]
     env = json.loads(dump.read_text())["env"]
@@ -96,7 +96,7 @@ def test_hermes_update_check_is_fresh_for_the_version_the_spec_was_checked_again
 
 
 def test_claude_code_kill_switches_reach_the_agent(repo: Path, tmp_path: Path, fake_clis: Path) -> None:
-    dump = tmp_path / "env.json"
+    dump = dumps_dir(repo, tmp_path) / "env.json"
     data = run_one(repo, tmp_path, f'id = "t"\nadapter = "claude-code"\nprompt = {json.dumps(f"dump-env: {dump}")}\n')
     assert data["status"] == "succeeded"
     env = json.loads(dump.read_text())["env"]

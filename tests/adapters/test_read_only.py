@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, spec_text
+from tests.conftest import cli, dumps_dir, spec_text
 
 ALL_CLIS = ("claude-code", "codex", "gemini", "aider", "hermes", "omp")
 
@@ -69,7 +69,7 @@ READ_ONLY = {"claude-code": check_claude, "codex": check_codex, "gemini": check_
 
 @pytest.mark.parametrize("adapter", ALL_CLIS)
 def test_analyze_runs_with_the_clis_read_only_flags(adapter: str, repo: Path, tmp_path: Path, fake_clis: Path) -> None:
-    dump = tmp_path / "seen.json"
+    dump = dumps_dir(repo, tmp_path) / "seen.json"
     data = run_job(repo, tmp_path, task(adapter, f"dump-env: {dump}"))
     assert data["status"] == "succeeded", data["tasks"]
     READ_ONLY[adapter](json.loads(dump.read_text())["argv"])
@@ -104,8 +104,9 @@ def test_a_failed_patch_in_implement_mode_is_no_denial(repo: Path, tmp_path: Pat
 
 
 def test_implement_runs_keep_their_write_tools(repo: Path, tmp_path: Path, fake_clis: Path) -> None:
+    dumps = dumps_dir(repo, tmp_path)
     for adapter in ("hermes", "omp"):
-        dump = tmp_path / f"{adapter}.json"
+        dump = dumps / f"{adapter}.json"
         data = run_job(repo, tmp_path, task(adapter, f"dump-env: {dump}\nwrite hello.txt: hi", mode="implement",
                                             checks=["test -f hello.txt"]))
         assert data["status"] == "succeeded", data["tasks"]

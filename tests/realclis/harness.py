@@ -405,6 +405,8 @@ def make_lab(cli: Any, base: Path) -> Lab:
         NO_COLOR="1",
     )
     env[CANARY] = "must-not-reach-an-agent"
+    if os.environ.get("PYTHONPATH"):  # the gitswarm under test, when it is not the installed one
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     lab = Lab(cli=cli, base=base, repo=repo, home=home, tmp=tmp, env=env, script=base / "script.json",
               requests=base / "requests.jsonl", egress_log=base / "egress.jsonl")
     lab.egress_log.touch()

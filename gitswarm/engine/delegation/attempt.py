@@ -21,16 +21,18 @@ from pathlib import Path
 import msgspec
 
 from gitswarm.adapters.base import Adapter, BlobWriter, Invocation, Outcome, RunContext, Runner, execute
+from gitswarm.adapters.sandbox import Decision
 from gitswarm.adapters.shell import tail
+from gitswarm.engine.delegation.confine import Confined
 from gitswarm.engine.delegation.integrity import Watch, describe, snapshot, violations
 from gitswarm.engine.delegation.repair import Rejected, Rounds, repair_prompt, repeat_prompt, why
-from gitswarm.engine.delegation.verify import changed_judges, rules_of, verify
+from gitswarm.engine.delegation.verify import Sandboxes, changed_judges, rules_of, verify
 from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.errors import GitswarmError
 from gitswarm.model.late_instructions import FollowUp
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.checkouts import Checkouts
-from gitswarm.store.gitrepo import GitRepo
+from gitswarm.store.gitrepo import GitCommandError, GitRepo
 from gitswarm.store.worktrees import Worktree, Worktrees, WorktreeViolation
 
 SUBJECT_CHARS = 72
@@ -44,6 +46,9 @@ class Delegation:
     now: Callable[[], float]
     auditor: Adapter | None = None
     guidance: Callable[[int], str] | None = None  # the steering section delivered at repair round N (engine/jobs/steering.py)
+    sandbox: Decision | None = None  # the agent's sandbox (engine/delegation/confine.py); None: none, none recorded
+    checks_sandbox: Decision | None = None  # the checks' ([sandbox] checks); None: they run as before
+    auditor_sandbox: Decision | None = None
 
     def run(
         self,
@@ -96,23 +101,35 @@ class Delegation:
                 instruction = (instruction or "") + steer
                 ctx = dataclasses.replace(ctx, prompt=(ctx.prompt or "") + steer)
             before = snapshot(watch, self.now())
-            said = execute(adapter, spec, ctx, run, self.store, self.now)
-            if lost():
-                return Outcome(ok=False, error="lease lost")
-            artifacts.extend(said.artifacts)
-            # Before the agent's own word: one that wrote outside and then failed is not retried.
-            escaped = violations(watch, before, snapshot(watch, self.now()))
-            if escaped:
-                return Outcome(ok=False, error=describe(escaped), artifacts=artifacts, retryable=False)
-            if not said.ok and said.error:
-                # The agent said it failed (an error result, a refused edit): what it
-                # left in the worktree is not work to verify.
-                return Outcome(ok=False, error=said.error, artifacts=artifacts)
-            message = commit_message(spec, ctx, round_, adapter.name, follow_up)
+            confined = Confined(self.repo.common_dir, self.sandbox, ctx, worktree.path) if self.sandbox is not None else None
             try:
-                captured = self.worktrees.capture(worktree, message, leave_out=included, agent=adapter.name)
-            except WorktreeViolation as exc:
-                return Outcome(ok=False, error=f"integrity: {exc}", artifacts=artifacts, retryable=False)
+                said = execute(adapter, spec, confined.ctx if confined is not None else ctx, run, self.store, self.now)
+                if lost():
+                    return Outcome(ok=False, error="lease lost")
+                artifacts.extend(said.artifacts)
+                # Before the agent's own word: one that wrote outside and then failed is not retried.
+                escaped = violations(watch, before, snapshot(watch, self.now()))
+                if escaped:
+                    return Outcome(ok=False, error=describe(escaped), artifacts=artifacts, retryable=False)
+                if not said.ok and said.error:
+                    # The agent said it failed (an error result, a refused edit): what it
+                    # left in the worktree is not work to verify.
+                    return Outcome(ok=False, error=said.error, artifacts=artifacts)
+                message = commit_message(spec, ctx, round_, adapter.name, follow_up)
+                try:
+                    if confined is not None:  # what it committed in its sandbox, brought back (store/private_git.py)
+                        confined.bring_back()
+                    captured = self.worktrees.capture(worktree, message, leave_out=included, agent=adapter.name)
+                except WorktreeViolation as exc:
+                    return Outcome(ok=False, error=f"integrity: {exc}", artifacts=artifacts, retryable=False)
+                except GitCommandError as exc:
+                    if confined is None:
+                        raise
+                    error = f"integrity: the agent's commits could not be brought in from its sandbox: {exc}"
+                    return Outcome(ok=False, error=error, artifacts=artifacts, retryable=False)
+            finally:
+                if confined is not None:
+                    confined.close()
             if not captured.files:
                 error = "no-op: the agent changed nothing" + (f" ({said.error})" if said.error else "")
                 return Outcome(ok=False, error=error, artifacts=artifacts)
@@ -147,7 +164,7 @@ class Delegation:
                 patch = msgspec.structs.replace(patch, judges=judged.files)
             verification = verify(
                 self.repo, Path(repo_dir), self.worktrees.root, patch, spec, ctx, run, self.store, self.now, self.auditor, rules,
-                judged,
+                judged, Sandboxes(self.checks_sandbox, self.auditor_sandbox),
             )
             artifacts += [patch, *verification.checks, verification.verdict]
             if verification.verdict.accepted:

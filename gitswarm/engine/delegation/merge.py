@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from gitswarm.adapters.base import BlobWriter, RunContext, Runner
+from gitswarm.adapters.sandbox import Decision as SandboxDecision
 from gitswarm.engine.delegation.verify import clean_checkout, drop_checkout, run_checks
 from gitswarm.model.artifacts import Decision, Patch
 from gitswarm.model.errors import BadInput, RefConflict, WorkFailed
@@ -102,11 +103,13 @@ class ConflictError(WorkFailed):
 
 
 def recheck(
-    repo_dir: Path, root: Path, plan: MergePlan, checks: tuple[str, ...], ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float]
+    repo_dir: Path, root: Path, plan: MergePlan, checks: tuple[str, ...], ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float],
+    sandbox: SandboxDecision | None = None, common: Path | None = None,
 ) -> list:
+    """The checks again on a clean checkout of the merged commit (in `sandbox`, when given: `[sandbox] checks`)."""
     checkout = clean_checkout(repo_dir, root, plan.new)
     try:
-        return run_checks(checks, checkout, ctx, timeout, run, store, now, root)
+        return run_checks(checks, checkout, ctx, timeout, run, store, now, root, sandbox=sandbox, common=common)
     finally:
         drop_checkout(repo_dir, checkout)
 

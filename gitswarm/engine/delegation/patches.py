@@ -8,8 +8,9 @@ from pathlib import Path
 from gitswarm.adapters.base import BlobWriter, Invocation, RunContext
 from gitswarm.adapters.process import ProcessResult, run_process
 from gitswarm.adapters.registry import repo_registry
-from gitswarm.engine.config import worktree_root
+from gitswarm.engine.config import load_config, worktree_root
 from gitswarm.engine.delegation.check_view import check_view
+from gitswarm.engine.delegation.confine import check_decision, decision
 from gitswarm.engine.delegation.merge import (
     ConflictError,
     Mode,
@@ -22,7 +23,7 @@ from gitswarm.engine.delegation.merge import (
     recheck,
     target_worktree,
 )
-from gitswarm.engine.delegation.verify import rules_of, verify
+from gitswarm.engine.delegation.verify import Sandboxes, rules_of, verify
 from gitswarm.engine.knowledge.memory import auto_promote
 from gitswarm.engine.notify.notifier import Notifier
 from gitswarm.engine.results import MergeResult, Verified
@@ -95,6 +96,11 @@ def refuse_untrusted(swarm: Swarm, job_id: str, doing: str) -> None:
         raise BadInput(f"{doing}: job {job_id} runs its own checks and may not run here ({why}); approve it first (gitswarm approve {job_id})")
 
 
+def pulled(swarm: Swarm, job_id: str) -> bool:
+    """Whether the job was pulled from another clone (its checks then run sandboxed by default: docs/sandbox.md)."""
+    return job_id not in Trust(swarm.repo.common_dir).local_jobs()
+
+
 def verify_now(swarm: Swarm, prefix: str) -> Verified:
     """Run the patch's verification again now; the verdict and checks are recorded on its task."""
     patch_id, patch, snapshot = find_patch(swarm, prefix)
@@ -104,9 +110,12 @@ def verify_now(swarm: Swarm, prefix: str) -> Verified:
     auditor = repo_registry(swarm.repo.workdir).get(spec.auditor) if spec.auditor else None
     repo_dir = swarm.repo.workdir or swarm.repo.common_dir
     ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
+    config = load_config(swarm.repo.workdir)
+    sandboxes = Sandboxes(check_decision(config, pulled(swarm, patch.job), os.environ),
+                          decision(config, auditor, os.environ) if auditor is not None else None)
     result = verify(
         swarm.repo, repo_dir, worktrees_of(swarm).root, patch, spec, ctx, run_plain, store_of(swarm), swarm.clock, auditor,
-        rules_of(swarm.repo.workdir, spec),
+        rules_of(swarm.repo.workdir, spec), sandboxes=sandboxes,
     )
     recorded = swarm.ledger.record_artifacts(patch.job, patch.task, [*result.checks, result.verdict], swarm.clock())
     verdict = result.verdict
@@ -167,7 +176,9 @@ def merge(swarm: Swarm, prefix: str, into: str | None, mode: Mode, no_recheck: b
         if not plan.fast_forward and not no_recheck and spec.checks:
             refuse_untrusted(swarm, patch.job, "merge (its checks run again on the merged tree)")
             ctx = RunContext(patch.job, task_of(patch), patch.attempt, repo_dir, os.environ)
-            checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, store_of(swarm), swarm.clock)
+            boxed = check_decision(load_config(swarm.repo.workdir), pulled(swarm, patch.job), os.environ)
+            checks = recheck(repo_dir, worktrees_of(swarm).root, plan, spec.checks, ctx, spec.timeout, run_plain, store_of(swarm), swarm.clock,
+                             boxed, swarm.repo.common_dir)
             swarm.ledger.record_artifacts(patch.job, patch.task, checks, swarm.clock())
             failed = [c.command for c in checks if not c.passed]
             if failed:

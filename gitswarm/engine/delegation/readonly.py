@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.adapters.base import Adapter, BlobWriter, Outcome, RunContext, Runner, execute
+from gitswarm.adapters.sandbox import Decision
+from gitswarm.engine.delegation.confine import Confined
 from gitswarm.engine.delegation.integrity import LISTED_CHANGES, Watch, describe, snapshot, violations
 from gitswarm.model.paths import quote_path
 from gitswarm.model.records import TaskSpec
@@ -39,6 +41,7 @@ class ReadOnly:
     root: Path  # the worktree root: the checkout comes from <root>/checkouts
     store: BlobWriter
     now: Callable[[], float]
+    sandbox: Decision | None = None  # the agent's sandbox (engine/delegation/confine.py); None: none, none recorded
 
     def run(self, adapter: Adapter, ctx: RunContext, base: str, spec: TaskSpec, run: Runner) -> Outcome:
         pool = Checkouts(self.repo.workdir or self.repo.common_dir, self.root)
@@ -47,11 +50,18 @@ class ReadOnly:
         try:
             watch = Watch(self.repo.workdir, self.repo.common_dir, checkout.path, self.root)
             before = snapshot(watch, self.now())
-            said = execute(adapter, spec, dataclasses.replace(ctx, workdir=checkout.path), run, self.store, self.now)
+            ctx = dataclasses.replace(ctx, workdir=checkout.path)
+            in_git: list[str] = []
+            if self.sandbox is None:
+                said = execute(adapter, spec, ctx, run, self.store, self.now)
+            else:  # what it does to git stays in its private git dir, is named here, and is thrown away
+                with Confined(self.repo.common_dir, self.sandbox, ctx, checkout.path) as confined:
+                    said = execute(adapter, spec, confined.ctx, run, self.store, self.now)
+                    in_git = confined.changes()
             escaped = violations(watch, before, snapshot(watch, self.now()))
             if escaped:
                 return Outcome(ok=False, error=describe(escaped), artifacts=said.artifacts, retryable=False)
-            written = changed(checkout.path, base)
+            written = changed(checkout.path, base, in_git)
             if written:
                 error = f"integrity: an analyze task is read-only, and the agent changed its checkout of {base[:12]}: {written}"
                 return Outcome(ok=False, error=error, artifacts=said.artifacts, retryable=False)
@@ -61,9 +71,10 @@ class ReadOnly:
             (pool.give_back if clean else pool.discard)(checkout)
 
 
-def changed(path: Path, base: str) -> str | None:
-    """What differs in a checkout of `base` from a fresh one, the first few for a message; None when nothing."""
-    found = []
+def changed(path: Path, base: str, in_git: list[str] | None = None) -> str | None:
+    """What differs in a checkout of `base` from a fresh one, the first few for a message; None when nothing.
+    `in_git`: what a sandboxed agent changed of its private git dir (engine/delegation/confine.py)."""
+    found = list(in_git or [])
     head_ref, head = head_of(path)
     if head_ref:
         found.append(f"HEAD attached to {head_ref}")

@@ -8,6 +8,7 @@ exactly the head SHA that was checked, also written as a note on it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -17,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, execute
+from gitswarm.adapters.sandbox import Decision
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.engine.config import load_config
 from gitswarm.engine.delegation.check_env import check_env, env_key, guard_dir, source_of, tree_reads
+from gitswarm.engine.delegation.confine import Confined
 from gitswarm.engine.delegation.judges import (
     NONE,
     JudgeChanges,
@@ -94,6 +97,14 @@ def rules_of(workdir: Path | None, spec: TaskSpec) -> Rules:
 
 
 @dataclass(frozen=True)
+class Sandboxes:
+    """The sandboxes of a verification (engine/delegation/confine.py): the checks' and the auditor's; None: none."""
+
+    checks: Decision | None = None
+    auditor: Decision | None = None
+
+
+@dataclass(frozen=True)
 class Verification:
     checks: list[Check]
     verdict: Verdict
@@ -129,15 +140,18 @@ def drop_checkout(repo_dir: Path, path: Path) -> None:
 
 def run_checks(
     commands: tuple[str, ...], checkout: Path, ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float],
-    root: Path | None = None, user_tree: Path | None = None,
+    root: Path | None = None, user_tree: Path | None = None, sandbox: Decision | None = None, common: Path | None = None,
 ) -> list[Check]:
-    """The checks run in `checkout`, in the guarded environment of engine/delegation/check_env.py."""
-    return _run_guarded(commands, checkout, ctx, timeout, run, store, now, root, user_tree, None).checks
+    """The checks run in `checkout`, in the guarded environment of engine/delegation/check_env.py
+    (and in `sandbox`, when given: `common` is then the repository's git common dir)."""
+    boxed = (sandbox, common) if sandbox is not None and common is not None else None
+    return _run_guarded(commands, checkout, ctx, timeout, run, store, now, root, user_tree, None, boxed).checks
 
 
 def _run_guarded(
     commands: tuple[str, ...], checkout: Path, ctx: RunContext, timeout: float, run: Runner, store: BlobWriter, now: Callable[[], float],
     root: Path | None, user_tree: Path | None, read_blob: Callable[[str], bytes] | None,
+    boxed: tuple[Decision, Path] | None = None,
 ) -> _Ran:
     shell = ShellAdapter()
     ran = _Ran([], [], [])
@@ -148,7 +162,13 @@ def _run_guarded(
         env = check_env(ctx.base_env, checkout, user_tree, guard, reads)
         spec = TaskSpec(id=ctx.task, seq=0, command=command, timeout=timeout)
         check_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, env)
-        outcome = execute(shell, spec, check_ctx, run, store, now)
+        if boxed is None:
+            outcome = execute(shell, spec, check_ctx, run, store, now)
+        else:
+            decided, common = boxed
+            box = decided.sandbox.adding(write=[guard]) if decided.sandbox is not None else None
+            with Confined(common, dataclasses.replace(decided, sandbox=box), check_ctx, checkout) as confined:
+                outcome = execute(shell, spec, confined.ctx, run, store, now)
         found = [a for a in outcome.artifacts if isinstance(a, Check)]
         ran.checks.extend(found)
         ran.outputs.append(_output(found[0], read_blob) if found and read_blob is not None else "")
@@ -188,6 +208,7 @@ def verify(
     auditor: Adapter | None = None,
     rules: Rules = Rules(),
     judged: JudgeChanges | None = None,
+    sandboxes: Sandboxes = Sandboxes(),
 ) -> Verification:
     """Judge `patch`: its checks on a clean checkout of its head with the base's judges, the same checks
     on the base (cached), and the auditor if any; the verdict is noted on the head. `judged`: what
@@ -201,7 +222,8 @@ def verify(
         judges = judged if judged is not None else changed_judges(repo, repo_dir, patch.base, patch.head, spec, rules)
     user_tree = repo.workdir
     # The base first: its checkout, when the cache misses, is then reused for the head's.
-    base = _base_results(repo, repo_dir, root, patch.base, spec, ctx, run, store, now, user_tree) if spec.checks and against_base else {}
+    boxed = (sandboxes.checks, repo.common_dir) if sandboxes.checks is not None else None
+    base = _base_results(repo, repo_dir, root, patch.base, spec, ctx, run, store, now, user_tree, boxed) if spec.checks and against_base else {}
     # A check that runs a test file the patch adds has no evidence without it; every other check is
     # judged on a run with the base's tests alone, which an added test cannot change from inside.
     added = set(judges.added_tests)
@@ -212,11 +234,11 @@ def verify(
         restore(repo, checkout, judges.restore)
         if aside is not None:
             set_aside(checkout, judges.added_tests, aside)
-        ran = _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
+        ran = _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob, boxed)
         if aside is not None:
             put_back(checkout, judges.added_tests, aside)
         with_added = (
-            _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
+            _run_guarded(spec.checks, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob, boxed)
             if judges.added_tests else _Ran([], [], [])
         )
         if judges.restore or judges.added_tests:  # the auditor reviews the patch as it is
@@ -230,7 +252,8 @@ def verify(
         all_checks = [*ran.checks, *with_added.checks]
         reviewer, reviewed = "checks", False
         if auditor is not None:
-            said = _audit(auditor, repo, repo_dir, patch, spec, ctx, checkout, run, store, now, judges.files, transitions)
+            said = _audit(auditor, repo, repo_dir, patch, spec, ctx, checkout, run, store, now, judges.files, transitions,
+                          sandboxes.auditor)
             reviewed = bool(judges.files) and said.accepted and names_every(said.evidence.get("integrity", ""), judges.files)
             # With no checks the auditor alone judges; with both, both must accept.
             judgement = combine(judgement, said) if all_checks else said
@@ -285,7 +308,7 @@ def _evidence_run(ran: _Ran, with_added: _Ran, needs_added: set[str]) -> _Ran:
 
 def _base_results(
     repo: GitRepo, repo_dir: Path, root: Path, base: str, spec: TaskSpec, ctx: RunContext, run: Runner,
-    store: BlobWriter, now: Callable[[], float], user_tree: Path | None,
+    store: BlobWriter, now: Callable[[], float], user_tree: Path | None, boxed: tuple[Decision, Path] | None = None,
 ) -> dict[str, BaseCheck]:
     """Each check's result on the base: from the cache, or run once on a clean checkout of it and kept."""
     cache = BaseChecks(repo.common_dir)
@@ -295,7 +318,7 @@ def _base_results(
     if missing:
         checkout = clean_checkout(repo_dir, root, base)
         try:
-            ran = _run_guarded(missing, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob)
+            ran = _run_guarded(missing, checkout, ctx, spec.timeout, run, store, now, root, user_tree, repo.read_blob, boxed)
         finally:
             drop_checkout(repo_dir, checkout)
         for command, check, output in zip(missing, ran.checks, ran.outputs, strict=True):
@@ -350,6 +373,7 @@ def _audit(
     now: Callable[[], float],
     judges: tuple[str, ...],
     transitions: Mapping[str, Transition],
+    sandbox: Decision | None = None,
 ) -> Judgement:
     """The auditor's judgement; its prompt carries, up front, the changes to what judges the patch and
     the checks' base-to-head table."""
@@ -365,7 +389,11 @@ def _audit(
     )
     audit_spec = TaskSpec(id=ctx.task, seq=0, mode="analyze", prompt=prompt, timeout=spec.timeout)
     audit_ctx = RunContext(ctx.job, ctx.task, ctx.attempt, checkout, ctx.base_env, prompt=prompt)
-    said = execute(auditor, audit_spec, audit_ctx, run, store, now)
+    if sandbox is None:
+        said = execute(auditor, audit_spec, audit_ctx, run, store, now)
+    else:
+        with Confined(repo.common_dir, sandbox, audit_ctx, checkout) as confined:
+            said = execute(auditor, audit_spec, confined.ctx, run, store, now)
     if not said.ok:
         return Judgement(malformed=f"the auditor failed: {said.error}")
     return parse_auditor(said.text)

@@ -23,6 +23,7 @@ from gitswarm.adapters.registry import Registry
 from gitswarm.engine.config import Config, load_config
 from gitswarm.engine.delegation.attempt import Delegation
 from gitswarm.engine.delegation.combined import InCheckout
+from gitswarm.engine.delegation.confine import check_decision, decision
 from gitswarm.engine.delegation.readonly import ReadOnly
 from gitswarm.engine.delegation.stack import Refused, Stacked, stack_for
 from gitswarm.engine.jobs.steering import deliver
@@ -89,8 +90,13 @@ class AgentAttempt:
             if base is None:
                 raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
             auditor = self.registry.get(spec.auditor) if spec.auditor else None
+            pulled = lease.job not in self.leases.trust.local_jobs()
             delegation = Delegation(
-                self.leases.refs.repo, self.worktrees(), self.store_blob, self.clock, auditor, lambda n: self._steer(lease, n)
+                self.leases.refs.repo, self.worktrees(), self.store_blob, self.clock, auditor, lambda n: self._steer(lease, n),
+                sandbox=decision(config, adapter, os.environ) if spec.adapter != "shell" else None,
+                checks_sandbox=check_decision(
+                    config if spec.adapter != "shell" else load_config(self.leases.refs.repo.workdir), pulled, os.environ),
+                auditor_sandbox=decision(config, auditor, os.environ) if auditor is not None else None,
             )
             follow = None if spec.adapter == "shell" else self._snapshot(lease).task(lease.task).follow_up
             if follow is not None and follow.resume_session:
@@ -101,7 +107,8 @@ class AgentAttempt:
                 f"task {spec.id}: the job has no base commit for a read-only analyze task "
                 "(submitted by an older gitswarm?): submit it again"
             )
-        readonly = ReadOnly(self.leases.refs.repo, self.worktrees().root, self.store_blob, self.clock)
+        readonly = ReadOnly(self.leases.refs.repo, self.worktrees().root, self.store_blob, self.clock,
+                            decision(config, adapter, os.environ))
         return readonly.run(adapter, ctx, base, spec, runner)
 
     def _stacked(self, lease: Lease) -> Stacked | Refused | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 from gitswarm.engine.config import load_config
 from gitswarm.engine.delegation.patches import delegation_spec
 from gitswarm.engine.delegation.similar import active_implement_tasks, looks_alike
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.run import work
 from gitswarm.engine.jobs.supervisor import WorkOptions
+from gitswarm.engine.sandbox_gate import require_sandbox
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.evidence import UNVERIFIED
 
@@ -15,6 +18,7 @@ from gitswarm.model.evidence import UNVERIFIED
 def delegate(swarm: Swarm, instruction: str, adapter: str, checks: list[str], base: str | None, options: WorkOptions, on_event: EventSink) -> dict:
     """One implement task as its own job, worked to the end; the job's summary view. Says (a notice)
     when unfinished work on the same base looks like the same change."""
+    require_sandbox(swarm.repo.workdir, os.environ)  # before the job is submitted: mode bwrap without one, nothing runs
     pinned, _ = swarm.pin_base(base, True)
     checks = checks or list(load_config(swarm.repo.workdir).audit.checks)
     if not checks:  # said first, not only at the end: the agent's work will stand unverified

@@ -11,6 +11,7 @@ from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.summary import build_summary
 from gitswarm.engine.jobs.supervisor import Supervisor, WorkOptions
 from gitswarm.engine.notify.notifier import Notifier, Watch
+from gitswarm.engine.sandbox_gate import require_sandbox
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Summary, artifact_id
 from gitswarm.model.errors import BadInput, WorkFailed
@@ -83,6 +84,8 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     Adapters whose preflight fails are never leased to; if only their tasks are
     left, the run stops and says so instead of waiting.
     """
+    agents = any(name != "shell" for name in swarm.index.pending_adapters(options.job))
+    require_sandbox(swarm.repo.workdir, os.environ, agents)  # mode bwrap without one: nothing runs
     arbiter = None
     if options.remote is not None:
         arbiter = _arbiter(swarm, options.remote)
@@ -135,6 +138,7 @@ def run(
     allow_overlap: bool = False,
 ) -> dict:
     """Submit a job, work it to the end, return its summary view (and which adapters could not run)."""
+    require_sandbox(swarm.repo.workdir, os.environ, agents=False)  # mode bwrap without one: refused before the job is submitted
     job_id = swarm.submit_file(spec, approve=approve, allow_overlap=allow_overlap)
     if options.remote is not None:  # on the remote before any machine can claim its tasks
         _arbiter(swarm, options.remote).publish([job_id])

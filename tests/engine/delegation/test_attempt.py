@@ -25,7 +25,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Check, Decision, Patch, Verdict
 from gitswarm.model.records import TaskSpec
 from gitswarm.store.worktrees import repo_key
-from tests.conftest import Result, cli, git, register_scripted, rev
+from tests.conftest import Result, cli, git, register_scripted, rev, sandbox_off
 
 TASK = "delegate"
 FIX = "edit README.md: replace hello with world"
@@ -254,6 +254,7 @@ def test_an_agent_that_changes_nothing_fails_as_a_no_op(project: Path) -> None:
 
 
 def test_an_agent_that_switches_branch_fails_on_integrity(project: Path) -> None:
+    sandbox_off(project)  # where there is no sandbox, gitswarm detects it (tests/engine/delegation/test_sandbox.py: prevented)
     base = rev(project)
     d = delegate(project, f"{FIX}\nmisbehave: switch-branch", CHECK)
     assert d.result.code == 1
@@ -265,6 +266,7 @@ def test_an_agent_that_switches_branch_fails_on_integrity(project: Path) -> None
 
 
 def test_an_agent_that_writes_into_the_users_tree_fails_on_integrity(project: Path) -> None:
+    sandbox_off(project)  # where there is no sandbox, gitswarm detects it (tests/engine/delegation/test_sandbox.py: prevented)
     d = delegate(project, f"{FIX}\nwrite {project}/escaped.txt: oops", CHECK)
     assert (project / "escaped.txt").exists()  # the test's premise: it did reach the user's tree
     assert d.result.code == 1
@@ -275,6 +277,7 @@ def test_an_agent_that_writes_into_the_users_tree_fails_on_integrity(project: Pa
 
 def test_an_agent_that_writes_outside_its_worktree_fails_on_integrity(project: Path) -> None:
     """`misbehave: outside` writes into the repository's main working tree."""
+    sandbox_off(project)  # where there is no sandbox, gitswarm detects it (tests/engine/delegation/test_sandbox.py: prevented)
     d = delegate(project, f"{FIX}\nmisbehave: outside", CHECK)
     assert (project / "written-outside-the-worktree.txt").exists()  # it did write outside
     assert d.task["state"] == "failed", "a worker that wrote outside its worktree was accepted"
@@ -289,6 +292,7 @@ def test_an_agent_that_writes_outside_its_worktree_fails_on_integrity(project: P
 )
 def test_an_agent_that_writes_anywhere_outside_its_worktree_fails_on_integrity(project: Path, where: str) -> None:
     """Outside the worktree is not only the user's tree: the worktree root and the git dir itself are outside too."""
+    sandbox_off(project)  # where there is no sandbox, gitswarm detects it (tests/engine/delegation/test_sandbox.py: prevented)
     where = where.format(git=project / ".git")
     d = delegate(project, f"{FIX}\nwrite {where}: echo planted", CHECK)
     assert (d.worktree / where).resolve().exists()  # the test's premise: it did write there
@@ -377,11 +381,14 @@ exit {code}
 
 def auditor(repo: Path, tmp_path: Path, answer: str, code: int = 0) -> Path:
     """An auditor adapter `auditor` that prints `answer` (and records where it ran and what it was asked)."""
-    log = tmp_path / "auditor"
-    (tmp_path / "answer.txt").write_text(answer)
-    script = tmp_path / "auditor.sh"
-    script.write_text(AUDITOR_SCRIPT.format(log=log, answer=tmp_path / "answer.txt", code=code))
-    (repo / ".gitswarm" / "adapters" / "auditor.toml").write_text(f'executable = "/bin/sh"\nargs = [{json.dumps(str(script))}, "{{prompt}}"]\n')
+    files = tmp_path / "auditor-files"  # what it reads and where it leaves its log: [sandbox] write
+    files.mkdir(exist_ok=True)
+    log = files / "auditor"
+    (files / "answer.txt").write_text(answer)
+    script = files / "auditor.sh"
+    script.write_text(AUDITOR_SCRIPT.format(log=log, answer=files / "answer.txt", code=code))
+    (repo / ".gitswarm" / "adapters" / "auditor.toml").write_text(
+        f'executable = "/bin/sh"\nargs = [{json.dumps(str(script))}, "{{prompt}}"]\n[sandbox]\nwrite = [{json.dumps(str(files))}]\n')
     git(repo, "add", ".gitswarm")
     git(repo, "commit", "-qm", "register an auditor")
     return log
@@ -431,9 +438,9 @@ def test_a_malformed_auditor_verdict_rejects_the_patch(project: Path, tmp_path: 
         assert (v.status, v.integrity, v.contract) == ("incomplete", "suspect", "unknown")
         assert v.evidence.get("malformed")
     # the auditor ran in a clean checkout (not the worker's tree, not the user's), and was shown the patch
-    cwd = Path((tmp_path / "auditor.cwd").read_text().strip())
+    cwd = Path(log.with_suffix(".cwd").read_text().strip())
     assert cwd.parent == state_root(project) / "checkouts"
-    prompt = (tmp_path / "auditor.prompt").read_text()
+    prompt = log.with_suffix(".prompt").read_text()
     assert "Do not edit anything" in prompt and "+world" in prompt and FIX in prompt
     patch_id = next(a for a, r in arts if isinstance(r, Patch))
     before = state(project)

@@ -111,7 +111,8 @@ def test_tasks_that_really_overlap_still_see_only_their_own_tree(repo: Path, tmp
     sync.mkdir()
     script = tmp_path / "barrier.sh"
     script.write_text(BARRIER_AGENT.format(sync=sync))
-    register(repo, "barrier", f'executable = "/bin/sh"\nargs = [{json.dumps(str(script))}, "{{prompt}}"]\n')
+    register(repo, "barrier", f'executable = "/bin/sh"\nargs = [{json.dumps(str(script))}, "{{prompt}}"]\n'
+             f'[sandbox]\nwrite = [{json.dumps(str(sync))}]\n')  # where the two meet, outside both worktrees
     data = run(
         repo,
         tmp_path,

@@ -27,10 +27,13 @@ echo "the answer"
 
 def agent(repo: Path, tmp_path: Path, command: str = "true") -> Path:
     """Register adapter `probe`: an agent (a script) that records where it ran, then runs `command` there."""
-    log = tmp_path / "probe"
-    script = tmp_path / "probe.sh"
+    files = tmp_path / "probe-files"  # its script and its log, which it may write ([sandbox] write)
+    files.mkdir(exist_ok=True)
+    log = files / "probe"
+    script = files / "probe.sh"
     script.write_text(AGENT_SCRIPT.format(log=log, command=command))
-    commit_file(repo, ".gitswarm/adapters/probe.toml", f'executable = "/bin/sh"\nargs = [{json.dumps(str(script))}, "{{prompt}}"]\n')
+    commit_file(repo, ".gitswarm/adapters/probe.toml", f'executable = "/bin/sh"\nargs = [{json.dumps(str(script))}, "{{prompt}}"]\n'
+                f'[sandbox]\nwrite = [{json.dumps(str(files))}]\n')
     return log
 
 

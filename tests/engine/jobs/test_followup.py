@@ -17,7 +17,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Patch, Run
 from gitswarm.model.errors import BadInput
 from tests.conftest import cli, git, register_scripted, spec_text, swarm_note, swarm_refs
-from tests.gated import prompts, register_gated
+from tests.gated import prompts, register_gated, running
 from tests.proctools import alive, read_pids, wait_for, wait_gone
 
 GITSWARM = str(Path(sys.executable).with_name("gitswarm"))
@@ -125,7 +125,7 @@ def test_a_follow_up_survives_kill_9_of_the_supervisor_and_is_resumed(repo: Path
         )
     try:
         wait_for(lambda: len(read_pids(control / "starts")) == 2, 20, "the follow-up's agent to start")
-        agent = read_pids(control / "starts")[-1]
+        [agent] = running(control)
         os.kill(proc.pid, signal.SIGKILL)  # the supervisor only: its worker and the agent must go with it
         proc.wait(10)
         assert wait_gone([agent], 10) == [], "the agent outlived its supervisor"

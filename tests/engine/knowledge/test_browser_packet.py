@@ -15,7 +15,7 @@ from gitswarm.model.artifacts import Finding
 from gitswarm.model.browser import BROWSER_TIMEOUT, GUARDRAILS
 from gitswarm.model.codec import encode
 from gitswarm.model.spec import AdapterFacts, parse_spec
-from tests.conftest import cli, spec_text, swarm_refs
+from tests.conftest import cli, dumps_dir, spec_text, swarm_refs
 
 FACTS = AdapterFacts(names=["shell", "hermes", "claude-code"], capabilities=lambda name: ("browser", "web", "edit"),
                      route=lambda needs: "hermes")
@@ -49,7 +49,8 @@ def test_browser_tasks_still_need_approval() -> None:
 
 
 def test_hermes_gets_the_browser_toolsets_by_name(repo: Path, tmp_path: Path, fake_clis: Path) -> None:
-    dumps = {mode: tmp_path / f"{mode}.json" for mode in ("analyze", "implement", "plain")}
+    place = dumps_dir(repo, tmp_path)
+    dumps = {mode: place / f"{mode}.json" for mode in ("analyze", "implement", "plain")}
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text(
         f'id = "a"\nneeds = ["browser"]\napprove = true\nprompt = """dump-env: {dumps["analyze"]}\nfindings"""',

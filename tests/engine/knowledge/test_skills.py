@@ -17,7 +17,7 @@ from gitswarm.model.artifacts import Run
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.skills import parse_skill, select
-from tests.conftest import cli, commit_file, spec_text
+from tests.conftest import cli, commit_file, dumps_dir, spec_text
 
 
 def skill_text(name: str, description: str, body: str = "") -> str:
@@ -168,7 +168,7 @@ def test_skills_go_after_the_job_prefix_and_the_run_names_them(repo: Path, tmp_p
     path = write_skill(repo / ".gitswarm" / "skills", "react-forms", "Fill React form inputs",
                        "Use the native value setter, then fire input and change events.")
     commit_file(repo, ".gitswarm.toml", '[skills]\ndirs = [".gitswarm/skills"]\n')
-    dump = tmp_path / "dump.json"
+    dump = dumps_dir(repo, tmp_path) / "dump.json"
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text(f'id = "qa"\nadapter = "hermes"\nprompt = """Fill the react form inputs\ndump-env: {dump}\nfindings"""',
                               'id = "other"\nadapter = "hermes"\nprompt = "findings"', goal="g"))

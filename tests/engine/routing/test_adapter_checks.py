@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import cli, dumps_dir
 
 # A tiny CLI: `--version`, a `--help` that lists --answer, and a run that dumps what it sees.
 TOOL = """#!/bin/sh
@@ -45,7 +45,7 @@ def run_spec(repo: Path, body: str, *flags: str) -> tuple[int, dict, str]:
 def test_an_agent_never_sees_the_parent_environment_or_the_real_home(
     repo: Path, tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dump = tmp_path / "seen.json"
+    dump = dumps_dir(repo, tmp_path) / "seen.json"
     monkeypatch.setenv("GITSWARM_PLANTED_SECRET", "hunter2")
     monkeypatch.setenv("TOOL_API_KEY", "k-123")
     monkeypatch.setenv("DUMP", str(dump))

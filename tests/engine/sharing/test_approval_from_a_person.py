@@ -27,6 +27,7 @@ def deployer(repo: Path, marker: Path) -> None:
     """An adapter whose every run acts outside the repository (`approve = true`, as a deploy tool's): it touches `marker`."""
     script = f"open({str(marker)!r}, 'w').write('deployed')"
     spec = f'executable = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(script)}, "{{prompt}}"]\ncapabilities = ["deploy"]\napprove = true\n'
+    spec += f"[sandbox]\nwrite = [{json.dumps(str(marker.parent))}]  # where it deploys to, outside the repository\n"
     commit_file(repo, ".gitswarm/adapters/deployer.toml", spec, "register the deployer")
 
 

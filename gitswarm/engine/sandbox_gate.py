@@ -1,0 +1,30 @@
+"""Before any work starts: `[sandbox] mode = "bwrap"` with no bwrap is refused, `auto` without one said once.
+
+Read with the configuration alone (adapters/sandbox.py finds and probes bwrap), so that `run`,
+`work` and `delegate` refuse before they submit or claim anything (exit 2, one line, nothing
+written). Each run's own decision is engine/delegation/confine.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from gitswarm.adapters.sandbox import find_bwrap, say_once
+from gitswarm.engine.config import load_config
+from gitswarm.model.errors import BadInput
+
+
+def require_sandbox(workdir: Path | None, env: Mapping[str, str], agents: bool = True) -> None:
+    """BadInput when `[sandbox] mode = "bwrap"` and there is no bwrap that works; with `agents` (agents are
+    about to run), the one line of `auto` without one."""
+    mode = load_config(workdir).sandbox.mode or "auto"
+    if mode == "off":
+        return
+    bwrap, why = find_bwrap(env.get("PATH"))
+    if bwrap is not None:
+        return
+    if mode == "bwrap":
+        raise BadInput(f'[sandbox] mode = "bwrap", and {why}: no agent runs without it; nothing ran')
+    if agents:
+        say_once(why)
