@@ -213,6 +213,16 @@ def program_paths(executable: str, path: str | None) -> list[Path]:
     return found
 
 
+def own_import_roots(executable: str, path: str | None) -> list[Path]:
+    """For a program run by the interpreter gitswarm itself runs in (`{python}`: the scripted agent), the
+    directories that interpreter imports from: an editable install's source (a `.pth` entry) may lie under a
+    hidden place such as /tmp, where a CI checkout often is."""
+    located = shutil.which(executable, path=path) if "/" not in executable else executable
+    if located is None or os.path.realpath(located) != os.path.realpath(sys.executable):
+        return []
+    return [Path(entry) for entry in sys.path if entry.startswith("/") and os.path.isdir(entry)]
+
+
 def path_entries(path: str | None) -> list[Path]:
     """The directories of PATH, each with its install prefix (a hidden PATH entry must be put back to be found)."""
     found: list[Path] = []
@@ -285,7 +295,8 @@ def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str
         frozen.append(real_home)
         hidden.append(real_home)
     python_path = [Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p.startswith("/")]
-    shown = [*sandbox.read, *program_paths(str(argv[0]), env.get("PATH")), *path_entries(env.get("PATH")), *python_path]
+    shown = [*sandbox.read, *program_paths(str(argv[0]), env.get("PATH")), *path_entries(env.get("PATH")), *python_path,
+             *own_import_roots(str(argv[0]), env.get("PATH"))]
     reads = [place for place in _unique(shown) if any(place.is_relative_to(h) for h in hidden)]
     hides = [place for place in _unique(sandbox.hide) if place.is_dir()]
     writes = _unique(sandbox.write)

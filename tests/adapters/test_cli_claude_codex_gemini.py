@@ -1,7 +1,7 @@
 """Claude Code, Codex and Gemini end to end: the SHIPPED specs driving the fake CLIs
 (tests/fakes/bin/claude, codex, gemini) through `gitswarm run`, read back from the recorded
 artifacts. The fakes print what the real CLIs print headless (see the top of each fake and
-/work/shared/AGENT-CLIS.md); the scripted behaviour is tests/fakes/fakelib.py.
+/work/shared/AGENT-CLIS.md); the scripted behaviour is tests/fakes/bin/fakelib.py.
 """
 
 from __future__ import annotations
