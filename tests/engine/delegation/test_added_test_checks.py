@@ -26,7 +26,10 @@ def test_a_patch_that_adds_the_test_its_check_runs_is_verified(repo: Path) -> No
     assert ran.code == 0, ran.err
     (task,) = ran.json()["tasks"]
     assert task["state"] == "succeeded"
-    assert ok(cli(repo, "--json", "show", ran.json()["id"])).json()["status"] == "succeeded"
+    shown = ok(cli(repo, "--json", "show", ran.json()["id"])).json()
+    assert shown["status"] == "succeeded"
+    (row,) = shown["summary"]["tasks"]
+    assert row["error"] is None  # no "attempt 1: exit 4; then passed": the run without the file is not evidence
 
 
 @pytest.mark.parametrize("command, named", [
