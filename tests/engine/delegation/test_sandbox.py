@@ -21,7 +21,7 @@ import pytest
 
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Patch, Run, Verdict
-from tests.conftest import cli, commit_file, git, has_bwrap, rev, swarm_refs
+from tests.conftest import cli, clone_of, commit_file, git, has_bwrap, rev, seeded_remote, spec_text, swarm_refs
 
 AGENT = Path(__file__).parents[2] / "fakes" / "misbehaving_agent"
 needs_bwrap = pytest.mark.skipif(not has_bwrap(), reason="no bwrap that makes sandboxes here (install bubblewrap)")
@@ -251,3 +251,25 @@ def test_a_writable_place_holding_the_repository_leaves_its_git_dir_read_only(re
         assert said[name].startswith("refused"), (name, said[name])
     (repo / "escaped.txt").unlink()
     assert repository_state(repo) == before
+
+
+@needs_bwrap
+def test_the_checks_of_a_job_pulled_from_another_clone_run_sandboxed_by_default(tmp_path: Path) -> None:
+    """[sandbox] checks unset: verifying a pulled job's patch runs its checks (another clone's commands) in the
+    sandbox, so a check that writes outside its checkout writes nothing here; this clone's own ran as before."""
+    remote = seeded_remote(tmp_path)
+    a, b = clone_of(tmp_path, "a", remote), clone_of(tmp_path, "b", remote)
+    outside = tmp_path / "written-by-a-check.txt"
+    (a / "fix.toml").write_text(spec_text(
+        f'id = "fix"\nmode = "implement"\ncommand = "echo ok > notes.txt"\nchecks = ["test -f notes.txt && (echo x > {outside} || true)"]'
+    ))
+    ran = cli(a, "--json", "run", "fix.toml")
+    assert ran.code == 0, ran.err
+    assert outside.exists()  # A's own job: its checks ran as before
+    outside.unlink()
+    patch = next(x["id"] for x in ran.json()["artifacts"] if x["kind"] == "patch")
+    assert cli(a, "push").code == 0
+    assert cli(b, "pull").code == 0 and cli(b, "approve", ran.json()["id"]).code == 0
+    verified = cli(b, "--json", "verify", patch[:12])
+    assert verified.code == 0 and verified.json()["accepted"], verified.err
+    assert not outside.exists()
