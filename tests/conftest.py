@@ -56,7 +56,11 @@ def git(cwd: Path, *args: str) -> str:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A fresh git repository with one commit."""
-    path = tmp_path / "repo"
+    return repo_at(tmp_path / "repo")
+
+
+def repo_at(path: Path) -> Path:
+    """A git repository made at PATH with one commit (README.md)."""
     path.mkdir()
     git(path, "init", "-q")
     (path / "README.md").write_text("hello\n")

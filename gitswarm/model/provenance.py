@@ -62,7 +62,7 @@ def count_hint(provenance: str) -> str | None:
     if provenance == UNSIGNED:
         return ("unsigned verdicts count here once signed: their reviewer signs with an SSH key (git config gpg.format ssh, "
                 "user.signingkey) that this clone's gpg.ssh.allowedSignersFile lists")
-    if provenance == UNKNOWN_SIGNER or provenance.startswith("signed by"):
+    if provenance == UNKNOWN_SIGNER:
         return "a signed verdict counts here once its key is in the file this clone's gpg.ssh.allowedSignersFile names"
     return None
 

@@ -18,7 +18,7 @@ import pytest
 
 from gitswarm.cli.escape import escape, escape_lines
 from gitswarm.model.paths import bytes_shown_in
-from tests.conftest import Result, cli, git, ok, register_scripted, spec_text
+from tests.conftest import Result, cli, git, ok, register_scripted, repo_at, spec_text
 from tests.pilot.rawclient import RawClient
 
 SHOWN = "caf\\xff"  # how the directory's name is printed
@@ -27,13 +27,7 @@ SHOWN = "caf\\xff"  # how the directory's name is printed
 @pytest.fixture
 def odd(tmp_path: Path) -> Path:
     """A repository with one commit in tmp_path/caf<0xFF>."""
-    path = tmp_path / os.fsdecode(b"caf\xff")
-    path.mkdir()
-    git(path, "init", "-q")
-    (path / "README.md").write_text("hello\n")
-    git(path, "add", "README.md")
-    git(path, "commit", "-qm", "initial")
-    return path
+    return repo_at(tmp_path / os.fsdecode(b"caf\xff"))
 
 
 def printable(result: Result) -> Result:

@@ -103,7 +103,7 @@ class _Judge:
 
     def worktree(self, job: str, task: str, head: str) -> Fate:
         if not self.known(job, task):
-            return self._gone(job, head, "task")
+            return self._gone(job, head, "worktree")
         state = self.swarm.index.task_state(job, task)
         if state not in TERMINAL:
             return Fate(False, f"task is {state}: it may still run")

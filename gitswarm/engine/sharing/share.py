@@ -306,14 +306,19 @@ def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> N
     check_tip(swarm.repo, job_id, theirs)
 
 
-def patch_heads(swarm: Swarm) -> list[str]:
+def patch_heads(swarm: Swarm, key: str) -> list[str]:
     """A refspec for each patch whose head is here: `refs/swarm/patches/<patch id>` names its head, in the
     same atomic push as the state, so another clone can verify, review and merge it with no git by hand. One
-    ref per patch never moves: it is never forced, and an unchanged one costs the push nothing."""
+    ref per patch never moves: it is never forced. Those the remote held at the last fetch are left out
+    (no record read, no refspec on the command line)."""
+    held = {ref.rsplit("/", 1)[-1] for ref in swarm.repo.list_refs(f"{_shadow(key)}patches/")}
     specs = []
     for job_id, patch_ids in swarm.index.patches().items():
+        wanted = [patch_id for patch_id in patch_ids if patch_id not in held]
+        if not wanted:
+            continue
         snapshot = swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id))
-        for patch_id in patch_ids:
+        for patch_id in wanted:
             head = snapshot.artifact(patch_id, Patch).head
             if swarm.repo.has_object(head):
                 specs.append(f"{head}:{layout.patch_ref(patch_id)}")
@@ -322,11 +327,11 @@ def patch_heads(swarm: Swarm) -> list[str]:
 
 def push(swarm: Swarm, remote: str) -> dict:
     """Push every job ref, the patches' heads and the notes, never forced; pull and merge when the remote moved."""
-    remote_key(swarm, remote)  # an unknown remote is bad input, before anything runs
+    key = remote_key(swarm, remote)  # an unknown remote is bad input, before anything runs
     refspecs = [f"{layout.JOBS_PREFIX}*:{layout.JOBS_PREFIX}*"]
     pulls = []
     for attempt in range(PUSH_ATTEMPTS):
-        specs = refspecs + patch_heads(swarm)
+        specs = refspecs + patch_heads(swarm, key)
         specs += [f"{layout.NOTES_REF}:{layout.NOTES_REF}"] if swarm.repo.read_ref(layout.NOTES_REF) else []
         specs += [f"{MEMORY_REF}:{MEMORY_REF}"] if swarm.repo.read_ref(MEMORY_REF) else []
         done = transport(swarm).push(remote, specs)

@@ -107,3 +107,11 @@ def test_gc_keeps_a_worktree_whose_branch_was_deleted_by_hand_and_goes_on(repo: 
     out = ok(cli(repo, "--json", "worktrees", "gc")).json()
     assert out["removed"] == [] and [k["path"] for k in out["kept"]] == [str(d.worktree)]
     assert d.worktree.exists()
+
+
+def test_gc_of_a_worktree_whose_job_is_gone_says_that_force_removes_it(repo: Path) -> None:
+    d = delegate(repo, "append notes.txt: a line", "false")
+    git(repo, "update-ref", "-d", f"refs/swarm/jobs/{d.job}")
+    out = ok(cli(repo, "--json", "worktrees", "gc")).json()
+    (kept,) = [k for k in out["kept"] if k["path"] == str(d.worktree)]
+    assert kept["why"].startswith("its job is gone") and kept["why"].endswith("(--force removes it)")

@@ -7,10 +7,13 @@ patch with no git by hand.
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from gitswarm.engine.sharing.share import patch_heads, remote_key
+from gitswarm.engine.swarm import Swarm
 from tests.conftest import cli, clone_of, git, ok, seeded_remote, spec_text
 
 FIX = 'id = "fix"\nmode = "implement"\ncommand = "echo good > code.txt"\nchecks = ["grep -qx good code.txt"]\nmax_attempts = 1'
@@ -36,6 +39,9 @@ def test_a_patch_pushed_by_one_clone_is_verified_and_merged_by_another_with_no_g
 
     again = ok(cli(a, "--json", "push")).json()  # an unchanged patch ref costs the next push nothing
     assert f"refs/swarm/patches/{patch}" not in again["pushed"]
+    ok(cli(a, "pull"))  # the remote holds it now, as a fetch saw: no longer named at all
+    with closing(Swarm(a)) as swarm:
+        assert patch_heads(swarm, remote_key(swarm, "origin")) == []
 
 
 def test_merge_approve_says_what_it_approves_then_verifies_and_merges_and_uncounted_reviews_say_what_would_count(
