@@ -15,6 +15,7 @@ import pytest
 from gitswarm.engine.sharing.share import patch_heads, remote_key
 from gitswarm.engine.swarm import Swarm
 from tests.conftest import cli, clone_of, git, ok, seeded_remote, spec_text
+from tests.forge import hash_object, run_git
 
 FIX = 'id = "fix"\nmode = "implement"\ncommand = "echo good > code.txt"\nchecks = ["grep -qx good code.txt"]\nmax_attempts = 1'
 
@@ -68,3 +69,27 @@ def test_merge_approve_says_what_it_approves_then_verifies_and_merges_and_uncoun
     assert merged.code == 0, merged.err
     assert merged.err.startswith(f"gitswarm: approving job {ran['id'][:12]} (pulled from origin: 'test goal'); its checks run here: grep -qx good code.txt")
     assert merged.json()["into"] == "main" and (b / "code.txt").read_text() == "good\n"
+
+
+def test_a_forged_patch_ref_never_changes_what_merges(tmp_path: Path) -> None:
+    """Someone with push access points `refs/swarm/patches/<id>` at a commit of their own (plumbing only):
+    the ref only carries objects; what verify and merge take is the head the patch record names."""
+    remote = seeded_remote(tmp_path)
+    a, b, evil = (clone_of(tmp_path, name, remote) for name in ("a", "b", "evil"))
+    (a / "fix.toml").write_text(spec_text(FIX))
+    ran = ok(cli(a, "--json", "run", "fix.toml")).json()
+    patch = next(x["id"] for x in ran["artifacts"] if x["kind"] == "patch")
+    ok(cli(a, "push"))
+    forged = run_git(evil, "commit-tree", run_git(evil, "mktree", input=f"100644 blob {hash_object(evil, b'evil')}\tcode.txt\n".encode()),
+                     "-p", "HEAD", "-m", "forged")
+    run_git(evil, "push", "-q", "--force", "origin", f"{forged}:refs/swarm/patches/{patch}")
+    ok(cli(b, "pull"))
+    before = run_git(b, "rev-parse", "HEAD")
+    refused = cli(b, "merge", "--approve", patch[:12])  # the real head never reached b: refused, in one line
+    assert refused.code == 2 and "is not in this repository" in refused.err.splitlines()[-1]
+    assert run_git(b, "rev-parse", "HEAD") == before and not (b / "code.txt").exists()
+    run_git(a, "push", "-q", "origin", f"refs/heads/swarm/{ran['id']}/fix")  # the real head, under another name
+    ok(cli(b, "pull"))
+    run_git(b, "fetch", "-q", "origin", f"refs/heads/swarm/{ran['id']}/fix")
+    ok(cli(b, "merge", patch[:12]))
+    assert (b / "code.txt").read_text() == "good\n"  # the patch record's head, never the forged commit
