@@ -91,6 +91,7 @@ COMMANDS = (
     share_cmd.push,
     share_cmd.sync,
     share_cmd.approve,
+    share_cmd.machine_key,
     review_cmd.audit,
     review_cmd.review,
     memory_cmd.remember,

@@ -72,3 +72,12 @@ def _approved_text(data: dict) -> str:
             f"\nrun it: gitswarm work --job {data['approved'][:12]}"
         )
     return text
+
+
+def machine_key(ctx: typer.Context) -> None:
+    """Print this clone's machine key as an allowed-signers line (made on first use): add it to
+    gpg.ssh.allowedSignersFile on the clones that should count this machine's claims (docs/many-machines.md)."""
+    from gitswarm.engine.machines import arbiter  # deferred: see the note in app.py
+
+    c = _ctx(ctx)
+    c.output.result(arbiter.machine_identity(c.swarm()), lambda d: d["allowed_signers"])

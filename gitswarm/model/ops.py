@@ -64,6 +64,9 @@ class TaskClaimed(OpBase, tag="claimed", kw_only=True, frozen=True):
     owner: str
     lease_expires: float
     holder: Holder | None = None  # the worker process that holds the lease (None: not recorded, as in claims made before it was)
+    # The claiming machine's key (`ssh-ed25519 BASE64`), for a claim pushed to a shared remote: the lease's
+    # renewals, expiries and finishes count only in commits that key signed (store/pulled_jobs.py).
+    key: str | None = None
 
 
 class TaskFinished(OpBase, tag="finished", kw_only=True, frozen=True):

@@ -119,6 +119,7 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
     follow_up: FollowUp | None = None  # the follow-up its attempts carry out (since the last one)
     steering: tuple[Guidance, ...] = ()  # steers waiting for its next attempt or repair round
     base: str | None = None  # the stacked base its last attempt started from (None: the job's base)
+    holder_key: str | None = None  # the machine key its latest claim named (`work --remote`; docs/many-machines.md)
 
     @property
     def id(self) -> str:

@@ -169,6 +169,7 @@ class _Apply:
                     attempts=task.attempts + 1,
                     owner=owner,
                     lease_expires=expires,
+                    holder_key=op.key,
                 )
                 claims += 1
             case TaskFinished(task=task_id, token=token, ok=ok, error=error, artifacts=artifacts):

@@ -58,6 +58,7 @@ MAX_DEPTH = 16  # nesting of lists and maps inside a record
 MAX_SIGNATURE = 16_384  # characters of an SSH signature body
 _HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_MACHINE_KEY = re.compile(r"ssh-ed25519 [A-Za-z0-9+/]{68}")  # the wire form of an Ed25519 key: 51 bytes, base64
 _SIGNER = re.compile(r"[^\x00-\x20\x7f,]{1,255}")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 _SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # an agent CLI's session id: it becomes an argument
@@ -158,6 +159,8 @@ def check_op(op: Op, job_id: str, task_ids: Iterable[str] | None, where: str) ->
         _name(op.owner, f"{where}.owner", _OWNER)
         if op.holder is not None:
             _check_holder(op.holder, f"{where}.holder")
+        if op.key is not None:
+            _need(_MACHINE_KEY.fullmatch(op.key) is not None, f"{where}.key", "not an `ssh-ed25519 BASE64` key")
     if isinstance(op, LeaseExpired):
         _text(op.why, f"{where}.why")
     if isinstance(op, (TaskClaimed, LeaseRenewed)):

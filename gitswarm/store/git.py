@@ -7,9 +7,9 @@ import os
 import random
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import pygit2
 
@@ -259,13 +259,26 @@ class PygitRepo:
             return str(base.id), len(base)
         return str(builder.write()), len(builder)
 
-    def commit(self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float) -> str:
+    def commit(
+        self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float,
+        sign: Callable[[bytes], str] | None = None,
+    ) -> str:
         signature = pygit2.Signature(who[0], who[1], int(when), 0)
+        parent_ids: list[str | pygit2.Oid] = [pygit2.Oid(hex=p) for p in parents]
         with self._writing(len(message)):
-            oid = self.repo.create_commit(
-                None, signature, signature, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
-            )
+            if sign is None:
+                oid = self.repo.create_commit(None, signature, signature, message, pygit2.Oid(hex=tree), parent_ids)
+            else:  # git's own signed commit: the signature in a `gpgsig` header over the rest
+                content = str(self.repo.create_commit_string(signature, signature, message, pygit2.Oid(hex=tree), parent_ids))
+                oid = self.repo.create_commit_with_signature(content, sign(content.encode()), "gpgsig")
         return str(oid)
+
+    def commit_signature(self, oid: str) -> tuple[str, bytes] | None:
+        """A signed commit's `gpgsig` and the bytes it signs; None for an unsigned one."""
+        signature, signed = cast(tuple[bytes | None, bytes | None], self._object(oid, pygit2.Commit).gpg_signature)
+        if signature is None or signed is None:
+            return None
+        return signature.decode(errors="replace"), signed
 
     def walk(self, tip: str, hide: str | None = None) -> Iterator[CommitInfo]:
         """Commits reachable from `tip` (and not from `hide`), oldest first; CorruptRecord when either

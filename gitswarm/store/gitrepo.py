@@ -9,7 +9,7 @@ one suite against each.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -60,7 +60,16 @@ class GitRepo(Protocol):
     def update_tree(self, tree: str | None, changes: Mapping[str, str | None]) -> str:
         """A new tree: `tree` with each path set to a blob oid, or removed when None."""
 
-    def commit(self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float) -> str: ...
+    def commit(
+        self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float,
+        sign: Callable[[bytes], str] | None = None,
+    ) -> str:
+        """A new commit (signed in git's `gpgsig` header by `sign`, given the commit's bytes, when set)."""
+        ...
+
+    def commit_signature(self, oid: str) -> tuple[str, bytes] | None:
+        """A signed commit's `gpgsig` and the bytes it signs; None for an unsigned one."""
+        ...
 
     def merge_base(self, a: str, b: str) -> str | None: ...
 

@@ -7,7 +7,7 @@ one tree read and a write touches only the paths that changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
 from gitswarm.model import codec
@@ -172,12 +172,14 @@ class JobRefs:
         return tip, change
 
     def commit_ops(
-        self, snapshot: Snapshot, ops: Op | Sequence[Op], artifacts: Iterable[Artifact] = ()
+        self, snapshot: Snapshot, ops: Op | Sequence[Op], artifacts: Iterable[Artifact] = (),
+        sign: Callable[[bytes], str] | None = None,
     ) -> tuple[str, Change]:
-        """append() without moving the ref: the commit a remote must accept first (`work --remote`)."""
+        """append() without moving the ref: the commit a remote must accept first (`work --remote`),
+        signed by `sign` (a machine key, store/machine_key.py) when given."""
         ops = (ops,) if not isinstance(ops, Sequence) else tuple(ops)
         change = apply_all(ops, snapshot.state, snapshot.task, snapshot.task_ids)
-        return self._commit(snapshot.tree, snapshot.tip, ops, change, {}, artifacts), change
+        return self._commit(snapshot.tree, snapshot.tip, ops, change, {}, artifacts, sign), change
 
     def _commit(
         self,
@@ -187,6 +189,7 @@ class JobRefs:
         change: Change,
         paths: dict[str, str | None],
         artifacts: Iterable[Artifact],
+        sign: Callable[[bytes], str] | None = None,
     ) -> str:
         write = self.repo.write_blob
         paths[layout.STATE_PATH] = write(codec.encode(change.state))
@@ -201,7 +204,7 @@ class JobRefs:
         new_tree = self.repo.update_tree(tree, paths)
         last = ops[-1]
         who = (COMMITTER, f"{last.actor}@gitswarm")
-        return self.repo.commit(new_tree, [parent] if parent else [], op_message(ops, title), who, last.at)
+        return self.repo.commit(new_tree, [parent] if parent else [], op_message(ops, title), who, last.at, sign)
 
     def history(self, job_id: str) -> Iterator[tuple[CommitInfo, Op]]:
         """Every (commit, operation) of a job, oldest first."""

@@ -22,9 +22,9 @@ from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import CorruptRecord
 from gitswarm.model.ids import ARTIFACT_ID
 from gitswarm.model.limits import MAX_PULL, MAX_PULLED_RECORD
-from gitswarm.model.ops import JobCreated, LeaseExpired, Op, TaskClaimed
+from gitswarm.model.ops import JobCreated, LeaseExpired, LeaseRenewed, Op, TaskClaimed, TaskFinished
 from gitswarm.model.validate import check_artifact, check_op
-from gitswarm.store import layout
+from gitswarm.store import layout, sshsig
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.oplog import parse_op_lines
@@ -46,10 +46,13 @@ class PullLimits:
 class Intake:
     """The checks of one pull, charging every byte read against its caps."""
 
-    def __init__(self, repo: GitRepo, limits: PullLimits = PullLimits(), now: float | None = None) -> None:
+    def __init__(
+        self, repo: GitRepo, limits: PullLimits = PullLimits(), now: float | None = None, machines: frozenset[str] | None = None,
+    ) -> None:
         self.repo = repo
         self.limits = limits
         self.now = now  # this clone's clock: an op dated past it (by more than FUTURE_SLACK) is refused
+        self.machines = machines  # the machine keys whose claims count (None: any key; store/machine_key.py)
         self.spent = 0
         self.parsed: dict[str, list[tuple[str, Op]]] = {}  # commit id -> its (line, op)s, decoded once
 
@@ -91,6 +94,7 @@ class Intake:
         claimed_there = {(op.task, op.token) for _, op in brought if isinstance(op, TaskClaimed)}
         for at, op in brought:
             self._check_against_here(op, local, claimed_there, f"{at}:{op.id}")
+        self._check_signers(commits, local, where)
         if task_ids is None or job_blob is None:
             raise CorruptRecord(f"{where}: history does not start with this job's job_created")
         self._check_tree(job_id, theirs, local, task_ids, job_blob)
@@ -110,6 +114,51 @@ class Intake:
             raise CorruptRecord(
                 f"{where}: expires lease {op.token} of {op.task} at {op.at:.0f}, before its deadline {seen.lease_expires:.0f} as this clone saw it"
             )
+
+    def _check_signers(self, commits: list[CommitInfo], local: Snapshot | None, where: str) -> None:
+        """Which machine wrote a lease op rests on the commit's signature, never on a field a forger copies:
+        a claim that names a machine key is in a commit that key signed (and, where the allowed-signers file
+        names machines, the key is one of them); a renewal or finish of that lease, and an expiry of it
+        before its deadline, are in commits the same key signed."""
+        holders: dict[tuple[str, int], tuple[str | None, float]] = {}  # (task, token) -> key, deadline
+        for commit in commits:
+            signer: list[str | None] = []  # computed once, when an op needs it
+            for _, op in self.parsed[commit.oid]:
+                if not isinstance(op, (TaskClaimed, LeaseRenewed, TaskFinished, LeaseExpired)):
+                    continue
+                at = f"{where}@{commit.oid[:12]}:{op.id}"
+                if not signer:
+                    signer.append(self._signer(commit.oid))
+                if isinstance(op, TaskClaimed):
+                    holders[(op.task, op.token)] = (op.key, op.lease_expires)
+                    if op.key is None:
+                        continue
+                    if signer[0] != op.key:
+                        raise CorruptRecord(f"{at}: a claim naming machine key {_short(op.key)} in a commit {_signed_by(signer[0])}")
+                    if self.machines is not None and op.key not in self.machines:
+                        raise CorruptRecord(f"{at}: a claim by machine key {_short(op.key)}, which the allowed-signers file does not list")
+                    continue
+                key, deadline = holders.get((op.task, op.token)) or _held_here(local, op.task, op.token)
+                if key is None or signer[0] == key:
+                    if isinstance(op, LeaseRenewed) and (op.task, op.token) in holders:
+                        holders[(op.task, op.token)] = (key, op.lease_expires)
+                    continue
+                if isinstance(op, LeaseExpired) and op.at + EXPIRY_SLACK >= deadline:
+                    continue  # a lapsed lease: any machine may expire it
+                raise CorruptRecord(
+                    f"{at}: a {op.__struct_config__.tag} of lease {op.token} of {op.task}, held by machine key {_short(key)}, "
+                    f"in a commit {_signed_by(signer[0])}"
+                )
+
+    def _signer(self, oid: str) -> str | None:
+        """The machine key that signed commit `oid` (None: unsigned, or a signature that does not verify)."""
+        signed = self.repo.commit_signature(oid)
+        if signed is None:
+            return None
+        try:
+            return sshsig.verify(signed[0], signed[1])
+        except sshsig.BadSignature:
+            return None
 
     def _check_tree(self, job_id: str, theirs: str, local: Snapshot | None, task_ids: frozenset[str], job_blob: str) -> None:
         repo, where = self.repo, layout.job_ref(job_id)
@@ -155,3 +204,21 @@ class Intake:
         if name != oid:
             raise CorruptRecord(f"{where}: an output blob stored under another name")
         self.charge(len(self.repo.read_blob(oid)), where, record=False)
+
+
+def _held_here(local: Snapshot | None, task_id: str, token: int) -> tuple[str | None, float]:
+    """The machine key of lease `token` of a task as this clone saw it, and its deadline (none: not seen)."""
+    if local is None or task_id not in local.task_ids():
+        return None, 0.0
+    task = local.task(task_id)
+    if task.claims != token:
+        return None, 0.0
+    return task.holder_key, task.lease_expires or 0.0
+
+
+def _short(key: str) -> str:
+    return f"...{key[-12:]}"
+
+
+def _signed_by(signer: str | None) -> str:
+    return "it did not sign (unsigned)" if signer is None else f"signed by another key ({_short(signer)})"

@@ -42,7 +42,7 @@ def test_a_claim_and_an_expiry_written_before_the_fields_decode_with_their_defau
 def test_the_holder_and_the_why_round_trip_in_canonical_order() -> None:
     op = claim(holder=HOLDER)
     data = codec.encode(op)
-    assert data.endswith(b',"holder":{"host":"ada","boot":"' + HOLDER.boot.encode() + b'","pid":812,"start":123456}}')
+    assert data.endswith(b',"holder":{"host":"ada","boot":"' + HOLDER.boot.encode() + b'","pid":812,"start":123456},"key":null}')
     assert codec.decode(data, Op, "claim") == op
     ended = expiry(why="its worker w-1 (pid 812 on host ada) died", attempt_used=False)
     assert codec.decode(codec.encode(ended), Op, "expiry") == ended

@@ -27,6 +27,7 @@ from gitswarm.engine.sharing.share import (
     fetch_jobs,
     integrate_jobs,
     integrate_tip,
+    machine_keys,
     pull_limits,
     remote_key,
     transport,
@@ -37,6 +38,7 @@ from gitswarm.model.errors import DiskFull, WorkFailed
 from gitswarm.model.reducer import Change
 from gitswarm.store import layout
 from gitswarm.store.jobs import COMMITTER, Snapshot
+from gitswarm.store.machine_key import MachineKey, allowed_line
 from gitswarm.store.pulled_jobs import Intake
 from gitswarm.store.pulled_notes import pull_notes
 from gitswarm.store.remote import GitTransport
@@ -52,10 +54,21 @@ BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_CAP_SECONDS = 5.0
 
 
+def host_name() -> str:
+    """This machine's host name as records carry it: safe characters, at most 24 of them."""
+    return _NOT_IN_NAME.sub("-", socket.gethostname()).strip("-._")[:24] or "host"
+
+
 def machine_owner(actor: str, worker: str) -> str:
     """A worker's name as every machine of a swarm sees it in the records: host, clone (actor), worker."""
-    host = _NOT_IN_NAME.sub("-", socket.gethostname()).strip("-._")[:24] or "host"
-    return f"{host}.{actor[-6:]}.{worker}"
+    return f"{host_name()}.{actor[-6:]}.{worker}"
+
+
+def machine_identity(swarm: Swarm) -> dict[str, str]:
+    """This clone's machine key (made on first use): its public half, the allowed-signers line that lets
+    it work jobs on another clone, and where the private half is."""
+    key = MachineKey(swarm.repo.common_dir)
+    return {"key": key.public, "allowed_signers": allowed_line(key.public, f"{host_name()}.{swarm.actor[-6:]}"), "path": str(key.path)}
 
 
 def refusal(rejected: Sequence[str]) -> tuple[bool, str]:
@@ -108,13 +121,15 @@ class Arbiter:
         self.sleep = sleep
         self.said = ""  # what the remote last said when it did not answer
         self.refused: dict[str, str] = {}  # jobs whose history there this clone refused, and why
+        self.machine = MachineKey(swarm.repo.common_dir)  # signs every commit this machine offers
+        self.machines = machine_keys(swarm)  # the machines whose claims count here (None: any)
 
     def sync(self, jobs: Collection[str] | None = None) -> PullReport:
         """Fetch the jobs (all, or only `jobs`) and merge them into the local refs and index.
         WorkFailed when the remote cannot be reached."""
         rewound = fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
         report = PullReport(remote=self.remote, invalid=dict(rewound))
-        integrate_jobs(self.swarm, self.key, report, jobs)
+        integrate_jobs(self.swarm, self.key, report, jobs, self.machines)
         self.refused.update(report.invalid)
         named = sorted(set(jobs or ()) & set(report.invalid))
         if named:
@@ -175,7 +190,7 @@ class Arbiter:
                 repo.cas_ref(where, tip, current, "gitswarm: accepted by the remote")
                 index.record(snapshot.job, change.state, tip, change.tasks.values(), artifacts)
                 return
-        integrate_tip(swarm, snapshot.job_id, tip)  # another process here moved it meanwhile: merge ours in
+        integrate_tip(swarm, snapshot.job_id, tip, self.machines)  # another process here moved it meanwhile: merge ours in
 
     def publish(self, jobs: Collection[str], attempts: int = 8) -> list[str]:
         """Push the local tips of `jobs` the remote does not hold yet (a new job, a summary, a cancel made

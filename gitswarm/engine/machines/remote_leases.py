@@ -88,7 +88,7 @@ class RemoteLedger(Ledger):
             round_ += 1
             snapshot = self._snapshot(job_id)
             ops, artifacts = build(snapshot)
-            tip, change = self.refs.commit_ops(snapshot, ops, artifacts)
+            tip, change = self.refs.commit_ops(snapshot, ops, artifacts, sign=self.arbiter.machine.sign)
             seen = self.arbiter.seen(job_id, branch[0] if branch else None)
             offered = self.arbiter.offer(job_id, tip, branch)
             if offered is Offered.MOVED and not self._moved(job_id, seen, branch):
@@ -226,7 +226,7 @@ class RemoteLedger(Ledger):
         # waited out an outage carries a claim of its next task as long as any other.
         return self.refs.next_op(
             TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner,
-            lease_expires=max(now, self.clock()) + self.lease_length(task.spec, ttl),
+            lease_expires=max(now, self.clock()) + self.lease_length(task.spec, ttl), key=self.arbiter.machine.public,
         )
 
     def renew(self, lease: Lease, ttl: float, now: float) -> Lease:

@@ -30,10 +30,12 @@ from gitswarm.store import layout
 from gitswarm.store.gitrepo import GitCommandError
 from gitswarm.store.job_merge import Merged, check_tip, merge_job
 from gitswarm.store.jobs import COMMITTER
+from gitswarm.store.machine_key import allowed_machines
 from gitswarm.store.memory import MEMORY_REF
 from gitswarm.store.pulled_jobs import Intake, PullLimits
 from gitswarm.store.pulled_notes import pull_notes
 from gitswarm.store.remote import GitTransport
+from gitswarm.store.signing import SigningConfig
 from gitswarm.store.trust import Trust
 
 SHADOW = "refs/gitswarm/shadow/"
@@ -138,7 +140,7 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     report = PullReport(remote=remote)
     report.invalid.update(keep_what_was_seen(swarm, prefix, seen))
     repo = swarm.repo
-    integrate_jobs(swarm, key, report)
+    integrate_jobs(swarm, key, report, machines=machine_keys(swarm))
     announce_approvals(swarm, report.new)
     who = (COMMITTER, f"{swarm.actor}@gitswarm")
     intake = Intake(repo, pull_limits(swarm))
@@ -198,6 +200,12 @@ def pull_limits(swarm: Swarm) -> PullLimits:
     return PullLimits(max_record=caps.max_record, max_pull=caps.max_pull)
 
 
+def machine_keys(swarm: Swarm) -> frozenset[str] | None:
+    """The machines whose claims count here: those the allowed-signers file lists (None: any machine's key)."""
+    workdir = swarm.repo.workdir or swarm.repo.common_dir
+    return allowed_machines(SigningConfig.read(workdir).allowed)
+
+
 def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None) -> dict[str, str]:
     """Fetch the job refs (all, or only `jobs`) of `remote`, and their tasks' pushed heads, into its shadow
     namespace; WorkFailed if it fails. The jobs whose remote history was rewound, refused: {job: why}.
@@ -216,12 +224,15 @@ def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None =
     return keep_what_was_seen(swarm, prefix, seen)
 
 
-def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[str] | None = None) -> None:
+def integrate_jobs(
+    swarm: Swarm, key: str, report: PullReport, jobs: Collection[str] | None = None, machines: frozenset[str] | None = None,
+) -> None:
     """Move the live job refs to hold what the shadow of remote `key` holds (all jobs, or only `jobs`):
-    checked as hostile input, then adopted, fast-forwarded or merged, each by compare-and-swap."""
+    checked as hostile input, then adopted, fast-forwarded or merged, each by compare-and-swap.
+    `machines`: the machine keys whose claims count (machine_keys())."""
     prefix = _shadow(key)
     repo = swarm.repo
-    intake = Intake(repo, pull_limits(swarm), swarm.clock())
+    intake = Intake(repo, pull_limits(swarm), swarm.clock(), machines)
     plans = []
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]
@@ -251,10 +262,10 @@ def integrate_jobs(swarm: Swarm, key: str, report: PullReport, jobs: Collection[
         getattr(report, outcome).append(plan.job)
 
 
-def integrate_tip(swarm: Swarm, job_id: str, theirs: str) -> str:
+def integrate_tip(swarm: Swarm, job_id: str, theirs: str, machines: frozenset[str] | None = None) -> str:
     """Bring one commit of a job, already in this repository, into the live ref: fast-forward or merge
     (`work --remote`: a commit the remote accepted while another process here moved the ref)."""
-    intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock())
+    intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock(), machines)
     return _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
 
 

@@ -274,3 +274,28 @@ def test_a_forged_history_on_the_remote_is_refused_and_nothing_runs(machines: li
     assert absent.returncode == 1  # nothing of the forged job was taken
     assert not events(log)  # no task ran anywhere
     assert machines[0].tip(job) == ours
+
+
+def test_a_forged_finish_of_a_running_task_never_counts(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
+    """While m1 runs the only task, someone with push access appends `finished ok` for it, copying m1's actor and
+    the task's token, with git plumbing. The commit is not signed by the machine key m1's claim named: no clone
+    counts it, the command runs once, `work --remote` ends (naming the refused job), and the task never succeeds."""
+    job, log = submit(machines[0], tmp_path, 1, 4.0)
+    running = machines[1].work(job)
+    wait_for(lambda: any(kind == "start" for kind, _, _ in events(log)), 60, "m1 to start the task")
+    attacker = machines[2].path
+    run_git(attacker, "fetch", "-q", "origin", f"+refs/swarm/jobs/{job}:refs/swarm/jobs/{job}")
+    tip = run_git(attacker, "rev-parse", f"refs/swarm/jobs/{job}")
+    commits = history_ops(attacker, tip)
+    claim = next(op for ops in commits for op in ops if op["op"] == "claimed")
+    assert claim["key"].startswith("ssh-ed25519 ")
+    finished = {"op": "finished", "v": 1, "id": new_id(), "clock": max(o["clock"] for c in commits for o in c) + 1,
+                "at": claim["at"] + 1, "actor": claim["actor"], "task": claim["task"], "token": claim["token"], "ok": True}
+    push(attacker, f"{forge_history(attacker, [*commits, [finished]], onto=tip)}:refs/swarm/jobs/{job}")
+    _, err = running.communicate(timeout=60)
+    assert running.returncode == 1 and "refused here" in err, err[-2000:]  # `work --remote --job` of a refused job
+    assert "it did not sign" in err, err[-2000:]
+    assert [kind for kind, _, _ in events(log)].count("start") == 1
+    for machine in machines[:2]:
+        status = json.loads(machine.gitswarm("--json", "status", job).stdout)
+        assert status["tasks"][0]["state"] != "succeeded", machine.name

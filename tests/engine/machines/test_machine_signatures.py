@@ -1,0 +1,153 @@
+"""Which machine wrote a lease op rests on its commit's signature, never on a field a forger copies.
+
+Two clones work one job through a bare remote with RemoteLedgers, as in
+test_remote_leases.py; an attacker with push access appends operations to the
+job's history on the remote with git plumbing (`hash-object`, `mktree`,
+`commit-tree`, `commit-tree -S` with a key of their own, `push --force`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitswarm.engine.machines.arbiter import Arbiter, RemoteRefused
+from gitswarm.engine.machines.remote_leases import RemoteLedger
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.ids import new_id
+from gitswarm.model.records import TaskState
+from gitswarm.store import layout
+from gitswarm.store.machine_key import allowed_line
+from tests.conftest import git
+from tests.engine.machines.test_remote_leases import Clock, make_clones
+from tests.forge import forge_history, history_ops, push, run_git
+
+
+@pytest.fixture
+def clones(tmp_path: Path) -> Iterator[tuple[Path, list[RemoteLedger], str, Clock, Path]]:
+    clock = Clock()
+    bare, swarms, job = make_clones(tmp_path, clock)
+    ledgers = [RemoteLedger(s.ledger, Arbiter(s, "origin", sleep=lambda s: None), clock_skew=2.0, clock=clock) for s in swarms]
+    attacker = tmp_path / "attacker"
+    git(tmp_path, "clone", "-q", str(bare), str(attacker))
+    yield bare, ledgers, job, clock, attacker
+    for swarm in swarms:
+        swarm.close()
+
+
+def forge_on_remote(attacker: Path, job: str, op: dict[str, Any], sign_key: Path | None = None) -> str:
+    """Append one commit recording `op` to the job's tip on the remote (signed with `sign_key` by git
+    itself when given) and force-push it; the new tip."""
+    run_git(attacker, "fetch", "-q", "origin", f"+{layout.job_ref(job)}:{layout.job_ref(job)}")
+    tip = run_git(attacker, "rev-parse", layout.job_ref(job))
+    commits = history_ops(attacker, tip)
+    op = {"v": 1, "id": new_id(), "clock": max(o["clock"] for c in commits for o in c) + 1, **op}
+    forged = forge_history(attacker, [*commits, [op]], onto=tip)
+    if sign_key is not None:  # the same commit, signed by the attacker's own key with `git commit-tree -S`
+        tree, message = run_git(attacker, "rev-parse", f"{forged}^{{tree}}"), run_git(attacker, "log", "-1", "--format=%B", forged)
+        forged = run_git(
+            attacker, "-c", "gpg.format=ssh", "-c", f"user.signingkey={sign_key}", "commit-tree", "-S", tree, "-p", tip,
+            input=message.encode(),
+        )
+    push(attacker, f"{forged}:{layout.job_ref(job)}")
+    return forged
+
+
+def ssh_key(where: Path) -> Path:
+    if subprocess.run(["which", "ssh-keygen"], capture_output=True).returncode != 0:
+        pytest.skip("ssh-keygen is not installed: the attacker's signed commit needs it")
+    key = where / "attacker_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    return key
+
+
+def test_a_claim_names_its_machine_and_its_commit_passes_git_verify_commit(clones: tuple, tmp_path: Path) -> None:
+    bare, (a, _), job, clock, _ = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    task = a.refs.snapshot(job).task(lease.task)
+    assert task.holder_key == a.arbiter.machine.public
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(allowed_line(a.arbiter.machine.public, "a") + "\n")
+    tip = git(bare, "rev-parse", layout.job_ref(job)).strip()
+    verified = subprocess.run(
+        ["git", "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", tip],
+        cwd=bare, capture_output=True, text=True,
+    )
+    if "ssh-keygen" in verified.stderr and verified.returncode != 0 and "not found" in verified.stderr:
+        pytest.skip("ssh-keygen is not installed: git cannot verify SSH signatures")
+    assert verified.returncode == 0, verified.stderr
+    assert 'Good "git" signature for gitswarm-machine@a' in verified.stderr
+
+
+def test_a_forged_finish_of_another_machines_lease_never_counts(clones: tuple) -> None:
+    """The attacker copies the holder's actor and owner into a `finished ok`: its commit is not signed by
+    the key the claim named, so the job's history there is refused by name and the task never succeeds."""
+    _bare, (a, b), job, clock, attacker = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    actor = a.refs.actor
+    forge_on_remote(attacker, job, {"op": "finished", "at": clock() + 1, "actor": actor, "task": lease.task, "token": lease.token, "ok": True})
+    with pytest.raises(RemoteRefused, match=r"a finished of lease 1 of t\d, held by machine key .*it did not sign"):
+        b.arbiter.sync([job])
+    assert b.refs.snapshot(job).task(lease.task).state is not TaskState.SUCCEEDED
+    with pytest.raises(RemoteRefused, match="did not sign"):
+        a.arbiter.sync([job])
+    assert a.refs.snapshot(job).task(lease.task).state is TaskState.RUNNING  # the holder still holds it here
+
+
+def test_a_renewal_signed_by_another_key_never_counts(clones: tuple, tmp_path: Path) -> None:
+    _bare, (a, b), job, clock, attacker = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    key = ssh_key(tmp_path)
+    forge_on_remote(attacker, job, {
+        "op": "renewed", "at": clock() + 1, "actor": a.refs.actor, "task": lease.task, "token": lease.token,
+        "lease_expires": clock() + 3600,
+    }, sign_key=key)
+    with pytest.raises(RemoteRefused, match="signed by another key"):
+        b.arbiter.sync([job])
+    assert b.refs.snapshot(job).task(lease.task).lease_expires == lease.expires
+
+
+def test_an_early_expiry_by_another_key_never_counts(clones: tuple) -> None:
+    """An expiry by anyone but the holder counts only past the deadline (with 60 s of slack for clocks); past it,
+    another machine's expiry counts (test_remote_leases.py: a finish after another clone expired the lease)."""
+    bare, (a, b), job, clock, attacker = clones
+    lease = a.claim("a.w1", 300.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    forge_on_remote(attacker, job, {
+        "op": "expired", "at": clock() + 1, "actor": b.refs.actor, "task": lease.task, "token": lease.token, "why": "lapsed",
+        "attempt_used": False,
+    })
+    with pytest.raises(RemoteRefused, match="before its deadline"):  # a clone that saw the lease knows its deadline
+        a.arbiter.sync([job])
+    git(attacker.parent, "clone", "-q", str(bare), "newcomer")
+    newcomer = Swarm(attacker.parent / "newcomer", clock=clock)
+    try:  # one that never saw it: the claim in the same history names the key, and the expiry is not signed by it
+        with pytest.raises(RemoteRefused, match=r"expired of lease 1 of t\d, held by machine key .*it did not sign"):
+            Arbiter(newcomer, "origin").sync([job])
+    finally:
+        newcomer.close()
+
+
+def test_with_machines_in_the_allowed_signers_file_only_their_claims_count(clones: tuple, tmp_path: Path) -> None:
+    _bare, (a, b), job, clock, _ = clones
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(allowed_line(b.arbiter.machine.public, "b") + "\n" + "alice@example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOjGCZyzlJfkLhL4DgJoAN7IK+2Q6xJVbQH+QxwkLwik\n")
+    git(b.refs.repo.common_dir, "config", "gpg.ssh.allowedSignersFile", str(allowed))
+    checker = Arbiter(b.arbiter.swarm, "origin", sleep=lambda s: None)  # reads the file when made
+    assert checker.machines == frozenset({b.arbiter.machine.public})
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    with pytest.raises(RemoteRefused, match="which the allowed-signers file does not list"):
+        checker.sync([job])
+    allowed.write_text(allowed.read_text() + allowed_line(a.arbiter.machine.public, "a") + "\n")
+    Arbiter(b.arbiter.swarm, "origin", sleep=lambda s: None).sync([job])
+    assert b.refs.snapshot(job).task(lease.task).state is TaskState.RUNNING
