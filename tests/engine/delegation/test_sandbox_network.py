@@ -109,6 +109,8 @@ def test_an_endpoint_run_reaches_its_endpoint_and_nothing_else(repo: Path, model
     # What the proxy refused is on the run's record (once each), and in `gitswarm show`.
     assert run.sandbox.kind == "bwrap" and run.sandbox.network == "endpoint"
     assert run.sandbox.refused == (f"127.0.0.1:{port}", "example.invalid:443")
+    shown = cli(repo, "show", job)
+    assert f"- delegate (attempt 1): 127.0.0.1:{port}, example.invalid:443" in shown.out, shown.out
     # Nothing of the proxy outlives the run: no thread, no socket directory, no bridge.
     assert [t.name for t in threading.enumerate() if t.name.startswith("gitswarm-proxy")] == []
     assert list(own_tmp.glob("gitswarm-net-*")) == [] and list(own_tmp.glob("gitswarm-run-*")) == []
