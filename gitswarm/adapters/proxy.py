@@ -47,6 +47,7 @@ class Proxy:
         self._listener = socket.socket(socket.AF_UNIX)
         self._accepting: threading.Thread | None = None
         self._closed = False
+        self._stopped = False  # closed, and its threads told to end
 
     def start(self) -> Proxy:
         try:
@@ -78,9 +79,11 @@ class Proxy:
         for thread in serving:
             thread.join(JOIN_SECONDS)
         self._listener.close()
-        os.close(self._stop_r)
-        os.close(self._stop_w)
         shutil.rmtree(self.directory, ignore_errors=True)
+        with self._lock:
+            self._stopped = True
+            if not self._threads:  # else the last thread out closes the pipe (one still connecting, say)
+                self._close_pipe()
 
     def __enter__(self) -> Proxy:
         return self.start()
@@ -99,6 +102,9 @@ class Proxy:
                 continue
             thread = threading.Thread(target=self._serve, args=(conn,), name="gitswarm-proxy-conn", daemon=True)
             with self._lock:
+                if self._stopped:
+                    conn.close()
+                    return
                 self._threads.add(thread)
             thread.start()
 
@@ -109,6 +115,15 @@ class Proxy:
         finally:
             with self._lock:
                 self._threads.discard(threading.current_thread())
+                if self._stopped and not self._threads:
+                    self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        """Close the stop pipe, once no thread polls it (the lock held)."""
+        if self._stop_w >= 0:
+            os.close(self._stop_r)
+            os.close(self._stop_w)
+            self._stop_r = self._stop_w = -1
 
     def _answer(self, conn: socket.socket) -> None:
         got = read_head(conn, self._stop_r)
