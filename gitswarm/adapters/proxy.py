@@ -18,6 +18,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -72,12 +73,13 @@ class Proxy:
             return
         self._closed = True
         os.write(self._stop_w, b"x")
+        deadline = time.monotonic() + JOIN_SECONDS  # for them all: a thread still connecting ends on its own
         if self._accepting is not None:
             self._accepting.join(JOIN_SECONDS)
         with self._lock:
             serving = list(self._threads)
         for thread in serving:
-            thread.join(JOIN_SECONDS)
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._listener.close()
         shutil.rmtree(self.directory, ignore_errors=True)
         with self._lock:
