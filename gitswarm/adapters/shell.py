@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
+from gitswarm.adapters.endpoint import sandboxed
 from gitswarm.adapters.process import ProcessResult
-from gitswarm.adapters.sandbox import wrap
 from gitswarm.model.artifacts import Check
 from gitswarm.model.errors import BadInput
 from gitswarm.model.records import TaskSpec
@@ -33,11 +33,14 @@ class ShellAdapter:
             raise BadInput(f"task {task.id}: cwd {task.cwd!r} leads outside the repository (through a symlink); nothing ran")
         env = {**ctx.base_env, **task.env}
         box = ctx.sandbox.sandbox if ctx.sandbox is not None else None
-        if box is not None:  # a check in its sandbox ([sandbox] checks, docs/sandbox.md)
-            argv = wrap(box, argv, Path(cwd), env, ctx.base_env.get("HOME"))
-            env["HOME"] = SANDBOX_HOME  # the real one is hidden and read-only: a home in the run's own /tmp
-            argv[argv.index("--chdir"):argv.index("--chdir")] = ["--dir", SANDBOX_HOME]
-        return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
+        if box is None:
+            return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
+        # A check in its sandbox ([sandbox] checks, docs/sandbox.md); with network endpoint, behind its proxy.
+        wrapped = sandboxed(box, argv, Path(cwd), env, ctx.base_env.get("HOME"))
+        argv, env = wrapped.argv, wrapped.env
+        env["HOME"] = SANDBOX_HOME  # the real one is hidden and read-only: a home in the run's own /tmp
+        argv[argv.index("--chdir"):argv.index("--chdir")] = ["--dir", SANDBOX_HOME]
+        return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout, proxy=wrapped.proxy)
 
     def outcome(
         self,

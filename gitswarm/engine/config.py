@@ -44,7 +44,9 @@
     [sandbox]
     mode = "auto"                        # auto: agents run in bwrap where there is one; "bwrap": refuse to run
                                          # an agent without it; "off": none (docs/sandbox.md). Unset: the spec's
-    network = "open"                     # "none": a network namespace of its own, loopback only ("endpoint": to come)
+    network = "open"                     # "none": a network namespace of its own, loopback only; "endpoint": that,
+                                         # and its model endpoint through gitswarm's proxy (needs bwrap)
+    hosts = ["127.0.0.1:8000"]           # endpoint: more destinations (host, or host:port; port 443 if none)
     read = ["~/.pyenv"]                  # more paths agents may read (the home is hidden from them)
     write = []                           # more paths agents may write
     checks = true                        # the checks that verify a patch run sandboxed too; unset: only

@@ -233,6 +233,30 @@ def test_a_bad_pass_env_name_is_refused(tmp_path: Path) -> None:
     assert "pass_env" in message and "'NOT A NAME'" in message
 
 
+def test_a_bad_endpoint_env_name_is_refused(tmp_path: Path) -> None:
+    message = refused(tmp_path, 'executable = "x"\n[sandbox]\nendpoint_env = ["BASE-URL"]\n')
+    assert "sandbox.endpoint_env" in message and "'BASE-URL'" in message
+
+
+@pytest.mark.parametrize("host", ["api.example.com/v1", "a b", "api.example.com:70000", "[::1]x", ""])
+def test_a_malformed_sandbox_host_is_refused_in_one_line(tmp_path: Path, host: str) -> None:
+    message = refused(tmp_path, f'executable = "x"\n[sandbox]\nhosts = ["{host}"]\n')
+    assert "sandbox.hosts" in message and repr(host) in message and "\n" not in message
+
+
+@pytest.mark.parametrize("path", SHIPPED_SPECS, ids=lambda p: p.stem)
+def test_every_shipped_spec_names_its_provider_hosts_for_endpoint(path: Path) -> None:
+    """network = "endpoint" lets a run reach its spec's hosts: each CLI that talks to a provider names one."""
+    spec = load_spec(path)
+    if path.stem == "scripted":  # no model, no network
+        assert spec.sandbox.hosts == [] and spec.sandbox.endpoint_env == []
+        return
+    provider = {"claude-code": "api.anthropic.com", "codex": "api.openai.com", "gemini": "generativelanguage.googleapis.com",
+                "aider": "api.openai.com", "hermes": "openrouter.ai", "omp": "api.anthropic.com"}
+    assert provider.get(path.stem, "?") in spec.sandbox.hosts, (path.stem, spec.sandbox.hosts)
+    assert set(spec.sandbox.endpoint_env) <= set(spec.pass_env)  # a base URL it is not passed would name nothing
+
+
 def test_json_fields_on_text_output_are_refused(tmp_path: Path) -> None:
     message = refused(tmp_path, 'executable = "x"\n[output]\nsession = "session_id"\n')
     assert "format" in message

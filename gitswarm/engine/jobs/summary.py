@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gitswarm.adapters.shell import tail
-from gitswarm.model.artifacts import Check, Decision, Finding, Patch, Run, Summary, Verdict, of_kind
+from gitswarm.model.artifacts import Check, Decision, Finding, Patch, Run, SandboxUse, Summary, Verdict, of_kind
 from gitswarm.model.evidence import judges_line
 from gitswarm.model.records import TaskState
 from gitswarm.store.jobs import Snapshot
@@ -79,7 +79,8 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
     # Stamped with the last task change, not the job state's: recording the
     # summary itself must not make the next stitch of the same outcome differ.
     ended = max(task.updated for task in tasks)
-    data = {
+    refused = _refused(runs)
+    data: dict[str, object] = {
         "goal": job.goal,
         "status": state.status(),
         "wall_seconds": round(ended - job.created, 3),
@@ -92,6 +93,8 @@ def build_summary(snapshot: Snapshot, read_blob: Callable[[str], bytes], now: fl
         "cost": _cost(runs),
         "stopped_by": state.stopped,
     }
+    if refused:  # only then: the summaries of runs without an endpoint proxy stay as they were
+        data["refused"] = refused
     return Summary(job=job.id, created=ended, producer="stitcher", text=render_markdown(job.id, data), data=data)
 
 
@@ -109,6 +112,12 @@ def _cost(runs: list[Run]) -> dict:
             for name in sorted({r.adapter for r in runs})
         },
     }
+
+
+def _refused(runs: list[Run]) -> list[dict]:
+    """What the endpoint proxy of each agent run refused (docs/sandbox.md), for the runs where it refused any."""
+    return [{"task": r.task, "attempt": r.attempt, "destinations": list(r.sandbox.refused)}
+            for r in runs if isinstance(r.sandbox, SandboxUse) and r.sandbox.refused]
 
 
 def _check_outcome(check: Check) -> str:
@@ -139,6 +148,9 @@ def render_markdown(job_id: str, data: dict) -> str:
         if data[key]:
             lines += ["", f"## {title}", ""]
             lines += [f"- **{item['title']}** ({item['task']})" for item in data[key]]
+    if data.get("refused"):
+        lines += ["", "## Network refused by the sandbox", ""]
+        lines += [f"- {item['task']} (attempt {item['attempt']}): {', '.join(item['destinations'])}" for item in data["refused"]]
     if data["patches"]:
         lines += ["", "## Patches", ""]
         for patch in data["patches"]:

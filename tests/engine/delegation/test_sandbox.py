@@ -198,8 +198,11 @@ def test_mode_off_runs_without_a_sandbox_and_says_nothing(repo: Path) -> None:
     assert run.sandbox.kind == "none" and run.sandbox.why == '[sandbox] mode = "off"'
 
 
-@pytest.mark.parametrize("table", ['mode = "sometimes"', 'network = "endpoint"', 'read = ["relative/path"]', 'hosts = ["a b"]'],
-                         ids=["mode", "endpoint-not-yet", "relative-read", "bad-host"])
+@pytest.mark.parametrize("table", ['mode = "sometimes"', 'network = "endpoint"\nmode = "off"', 'read = ["relative/path"]',
+                                   'hosts = ["a b"]', 'hosts = ["api.example.com:0"]', 'hosts = ["https://api.example.com"]',
+                                   'hosts = ["[::1"]', 'hosts = ["127.0.0.1:port"]', 'network = "somewhere"'],
+                         ids=["mode", "endpoint-mode-off", "relative-read", "bad-host", "port-0", "url-not-host",
+                              "open-bracket", "port-not-number", "network"])
 def test_a_bad_sandbox_table_is_one_line_and_exit_2(repo: Path, table: str) -> None:
     commit_file(repo, ".gitswarm.toml", f"[sandbox]\n{table}\n")
     before = swarm_refs(repo)
