@@ -19,8 +19,8 @@ def require_sandbox(workdir: Path | None, env: Mapping[str, str], agents: bool =
     """BadInput when `[sandbox] mode = "bwrap"` and there is no bwrap that works; with `agents` (agents are
     about to run), the one line of `auto` without one."""
     mode = load_config(workdir).sandbox.mode or "auto"
-    if mode == "off":
-        return
+    if mode == "off" or (mode != "bwrap" and not agents):
+        return  # nothing to refuse, nothing to say: bwrap is not looked for (its probe starts a process)
     bwrap, why = find_bwrap(env.get("PATH"))
     if bwrap is not None:
         return
