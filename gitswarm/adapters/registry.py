@@ -12,17 +12,19 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from gitswarm.adapters.agent import AgentAdapter
-from gitswarm.adapters.agentspec import AgentSpec, load_spec_chain
 from gitswarm.adapters.base import Adapter
 from gitswarm.adapters.names import NOT_SPECS, adapter_names, shipped_dir, spec_dirs, user_config_dir
-from gitswarm.adapters.pricing import PriceTable
 from gitswarm.adapters.shell import ShellAdapter
 from gitswarm.model.errors import BadInput
 from gitswarm.model.ids import TASK_ID
+
+if TYPE_CHECKING:  # the agent adapters' modules are loaded when a spec is first read: a run of shell tasks never needs them
+    from gitswarm.adapters.agentspec import AgentSpec
+    from gitswarm.adapters.pricing import PriceTable
 
 BUILTIN: dict[str, Adapter] = {"shell": ShellAdapter()}
 #: The order in which adapters are tried for a task that names capabilities
@@ -69,6 +71,9 @@ class Registry:
         path = self.spec_path(name)
         if path is None:
             return BUILTIN[name]
+        from gitswarm.adapters.agent import AgentAdapter  # deferred, as every agent module (see the imports)
+        from gitswarm.adapters.agentspec import load_spec_chain
+
         spec, chain = load_spec_chain(path, self.spec_dirs)
         if "/" in spec.executable and not spec.executable.startswith("/"):
             # relative to the spec file that set it, as preflight found it, not to the task's directory
@@ -79,6 +84,8 @@ class Registry:
 
     def prices(self) -> PriceTable:
         if self._prices is None:
+            from gitswarm.adapters.pricing import PriceTable  # deferred, as the agent modules (see the imports)
+
             shipped, user = shipped_dir(), user_config_dir()
             paths = [shipped / PRICES] if shipped is not None else []
             if user is not None:
@@ -92,6 +99,8 @@ class Registry:
         path = self.spec_path(name)
         if path is None:
             return Found(name, "builtin", (), shutil.which("sh"), None)
+        from gitswarm.adapters.agentspec import load_spec_chain  # deferred, as the agent modules (see the imports)
+
         spec, chain = load_spec_chain(path, self.spec_dirs)
         files = tuple(str(p) for p in chain)
         return Found(name, str(path), tuple(spec.capabilities), _which(spec.executable, chain), spec, files)

@@ -9,8 +9,10 @@ git waits for it on every `git push`. `status` and `show` go the quick path
 
 from __future__ import annotations
 
+import atexit
 import gc
 import io
+import os
 import sys
 
 from gitswarm import __version__
@@ -29,7 +31,28 @@ def main(argv: list[str] | None = None) -> None:
     # What is left is freed by the exit: frozen, the interpreter's last collection does not walk every object
     # the command's imports made (~30 ms of each command's wall time here).
     gc.freeze()
-    sys.exit(code)
+    _exit(code)
+
+
+def _exit(code: int) -> None:
+    """Exit with `code` once the atexit handlers have run and stdout and stderr are flushed, without tearing
+    the interpreter down: that teardown frees every module and object one by one, and closing the index's
+    last SQLite connection checkpoints its WAL with two fsyncs (~7 ms of a `run` here). Nothing is lost
+    by skipping it: git objects and refs are written when made; SQLite treats a connection never closed as
+    a crash, which its WAL recovers from (the next connection replays the WAL, and checkpoints in due
+    course); what `weakref.finalize` and `atexit` would clean up runs first. A command that leaves another
+    thread running (whose end the interpreter would wait for) exits the ordinary way, as does one whose
+    output cannot be flushed (the interpreter says so as it always did)."""
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    os._exit(code)
 
 
 def _push_needs_no_check() -> bool:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
-from gitswarm.cli import mcp_serve, reads, run_job
+from gitswarm.cli import run_job
 from gitswarm.cli.context import Context, enter
 from gitswarm.cli.output import Output
 
@@ -46,11 +47,11 @@ def plan(args: list[str]) -> Callable[[], int | None] | None:
     run: Callable[[Context], None]
     if name == "status" and len(words) <= 1:
         job, include_all = (words[0] if words else None), "--all" in rest
-        run = lambda c: reads.status(c, job, include_all)  # noqa: E731
+        run = lambda c: _reads().status(c, job, include_all)  # noqa: E731
     elif name == "show" and len(words) == 1:
-        run = lambda c: reads.show(c, words[0])  # noqa: E731
+        run = lambda c: _reads().show(c, words[0])  # noqa: E731
     elif name == "mcp" and not rest:
-        run = lambda c: mcp_serve.serve(c.path)  # noqa: E731
+        run = lambda c: _mcp_serve().serve(c.path)  # noqa: E731
     else:
         return None
 
@@ -60,6 +61,18 @@ def plan(args: list[str]) -> Callable[[], int | None] | None:
         run(Context(Output(json_mode), Path(".")))
 
     return call
+
+
+def _reads() -> ModuleType:
+    from gitswarm.cli import reads  # deferred: `run` needs none of what the reads print with
+
+    return reads
+
+
+def _mcp_serve() -> ModuleType:
+    from gitswarm.cli import mcp_serve  # deferred, as reads
+
+    return mcp_serve
 
 
 def _run_plan(rest: list[str], json_mode: bool, path: str | None) -> Callable[[], int] | None:

@@ -23,6 +23,8 @@ def require_sandbox(workdir: Path | None, env: Mapping[str, str], agents: bool =
     mode = table.mode or "auto"
     if mode == "off":
         return  # with network = "endpoint" beside it, load_config has refused the table already
+    if mode != "bwrap" and table.network != "endpoint" and not agents:
+        return  # nothing to refuse, nothing to say: bwrap is not looked for (its probe starts a process)
     bwrap, why = find_bwrap(env.get("PATH"))
     if bwrap is not None:
         return

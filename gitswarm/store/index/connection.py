@@ -21,6 +21,7 @@ from gitswarm.store.index.schema import (
     open_file,
     open_memory,
     scan_every_btree,
+    synced,
 )
 from gitswarm.store.readonly import refusal, refused, unwritable
 
@@ -82,18 +83,36 @@ class IndexConnection:
             self.read_only, self.in_memory, self.db = why, True, open_memory()
 
     def _connect(self) -> sqlite3.Connection:
+        """A connection to the index file, its tables made first when it has none (a new file, an older format).
+
+        The tables are made on the connection that is returned: closing it and opening another cost a
+        checkpoint with two fsyncs on each close. A file made anew is switched to WAL, given its tables and
+        checkpointed without any fsync (schema.open_file, `fresh`).
+        """
+        fresh = not self.path.exists()
+        db: sqlite3.Connection | None = None
         try:
-            db = open_file(self.path)
+            db = open_file(self.path, fresh)
             current = is_current(db)
             if current:
                 scan_every_btree(db)
         except sqlite3.DatabaseError:
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
             self._remove_files()
-            db, current = open_file(self.path), False
-        if not current:
+            db, current = open_file(self.path, fresh=True), False
+        try:
+            if not current:
+                self._create(db)
+                # Into the file itself, as closing the connection used to: were its tables only in the WAL, a file
+                # truncated under a run would go unnoticed by the processes that have it open (they read the WAL),
+                # then read as empty, its WAL ignored. Without fsyncs on a new file (`synchronous` is still off).
+                db.execute("PRAGMA wal_checkpoint")
+            synced(db)
+        except BaseException:
             db.close()
-            self._create()
-            db = open_file(self.path)
+            raise
         self._file = _identity(self.path)
         return db
 
@@ -101,18 +120,19 @@ class IndexConnection:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
-    def _create(self) -> None:
-        """(Re)create the schema under an exclusive lock; another process may be racing us."""
-        db = open_file(self.path)
+    def _create(self, db: sqlite3.Connection) -> None:
+        """(Re)create the schema on `db` under an exclusive lock; another process may be racing us."""
+        db.execute("BEGIN EXCLUSIVE")
         try:
-            db.execute("BEGIN EXCLUSIVE")
             if db.execute("PRAGMA user_version").fetchone()[0] != INDEX_FORMAT:
                 drop_tables(db)
                 create_tables(db)
                 self.rebuilt = True
             db.execute("COMMIT")
-        finally:
-            db.close()
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     def reopen_new_file(self) -> None:
         """Drop the connection to a file that failed and open a new one, emptied or rebuilt by

@@ -88,11 +88,27 @@ def index_path(common_dir: Path) -> Path:
     return common_dir / "gitswarm" / "index.sqlite"
 
 
-def open_file(path: Path) -> sqlite3.Connection:
-    """A connection to the index file at `path` in WAL mode, waiting up to BUSY_TIMEOUT_MS for a lock."""
+def open_file(path: Path, fresh: bool = False) -> sqlite3.Connection:
+    """A connection to the index file at `path` in WAL mode, waiting up to BUSY_TIMEOUT_MS for a lock.
+
+    `fresh`: the file is new (or was just removed as damaged), and its tables are made next. The
+    connection is then left with `synchronous = OFF`, for the caller to set NORMAL once they are made:
+    the switch to WAL and the first write to the WAL go without their six fsyncs (of the journal, the
+    file, the WAL and the directory). Should the machine go down before the OS writes them out, what is
+    left is an empty or damaged index, made anew at the next open (connection.py), and no lease can have
+    been lost with it, for none was taken yet.
+    """
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute(f"PRAGMA synchronous = {'OFF' if fresh else 'NORMAL'}")
     db.execute("PRAGMA journal_mode = WAL")
+    if not fresh:
+        db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+def synced(db: sqlite3.Connection) -> sqlite3.Connection:
+    """`db` with the index's durability: WAL, fsynced at each checkpoint (after open_file(fresh=True))."""
     db.execute("PRAGMA synchronous = NORMAL")
     return db
 
