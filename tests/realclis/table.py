@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-COLUMNS = ("version", "preflight", "implement+merge", "rejected", "analyze findings", "cost/tokens", "isolation/egress", "remote", "pilot (mcp)")
+COLUMNS = ("version", "preflight", "implement+merge", "rejected", "analyze findings", "cost/tokens", "isolation/egress", "endpoint sandbox", "remote", "pilot (mcp)")
 #: {cli: {column: cell}}, filled by the tests, printed at the end.
 TABLE: dict[str, dict[str, str]] = {}
 NOTES: dict[str, list[str]] = {}

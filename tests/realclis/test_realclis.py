@@ -306,6 +306,32 @@ def test_isolation_and_egress(lab: Lab) -> None:
             f"egress only to hosts no setting stops: {', '.join(hosts)}" if hosts else "no egress")
 
 
+def test_implement_in_the_endpoint_sandbox(lab: Lab) -> None:
+    """`[sandbox] network = "endpoint"`: the agent runs in bwrap with a network namespace of its own and
+    reaches only its model endpoint (here the fake server on loopback, through gitswarm's proxy and the
+    bridge in the sandbox); whatever else it tried to reach is refused and listed on its run."""
+    with cell(lab, "endpoint sandbox") as box:
+        if shutil.which("bwrap") is None:
+            pytest.skip("bwrap is not installed: network = endpoint needs the sandbox")
+        target, good = "endpoint.txt", "made inside the endpoint sandbox"
+        config = lab.repo / ".gitswarm.toml"
+        assert not config.exists(), "the lab's repository has a .gitswarm.toml of its own"
+        config.write_text('[sandbox]\nmode = "bwrap"\nnetwork = "endpoint"\n')
+        try:
+            lab.script_model(target=target, content=good + "\n", final=f"Created {target}.")
+            result = lab.gitswarm("delegate", f"Create {target} holding exactly one line: {good}", "--adapter", lab.cli.adapter,
+                                  "--check", f"grep -qx '{good}' {target}", "--json")
+            data = result_json(result)
+            runs = lab.collect_runs(data["id"], "endpoint")
+        finally:
+            config.unlink()
+        uses = [r.get("sandbox") or {} for r in runs]
+        refused = sorted({d for use in uses for d in use.get("refused", [])})
+        assert {use.get("kind") for use in uses} == {"bwrap"} and {use.get("network") for use in uses} == {"endpoint"}, uses
+        assert result.code == 0, f"delegate exit {result.code}: {task_error(data)}"
+        box.detail = f"reached its model endpoint only; refused: {', '.join(refused) or 'nothing'}"
+
+
 def test_implement_through_a_remote(lab: Lab) -> None:
     """`run --remote`: the claim and the finish are pushed to a remote before they count, and the
     patch's head travels with the finish. Last: it adds a remote to the lab's repository."""
