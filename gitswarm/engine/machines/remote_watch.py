@@ -1,7 +1,8 @@
 """A machine's eye on the remote during `work --remote`: fetch, merge, expire what died elsewhere.
 
 One process per supervisor, with its own Swarm (its own index connection and
-repository handle): every `SYNC_SECONDS` (`IDLE_SYNC_SECONDS` while nothing is
+repository handle): every `SYNC_SECONDS` (backing off to `QUIET_SYNC_SECONDS`
+while fetches bring nothing new, `IDLE_SYNC_SECONDS` while nothing is
 queued or running) it fetches the jobs from the remote
 and merges them into the local refs and index, so that idle workers see new
 work and finished jobs, then pushes the expiry of every lease whose deadline
@@ -28,6 +29,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import GitswarmError
 
 SYNC_SECONDS = 0.25  # while tasks are queued or running: idle workers see new work, finishing ones the end
+QUIET_SYNC_SECONDS = 1.0  # while they are but fetch after fetch brings nothing: backing off to this
 IDLE_SYNC_SECONDS = 2.0  # while nothing is: a remote service is not polled hard for nothing
 
 _fork = multiprocessing.get_context("fork")
@@ -99,6 +101,8 @@ def watch_main(
         backoff = Backoff(base=0.5, cap=5.0)
         wait = 0.0
         last = RemoteState()
+        held: dict[str, str] = {}  # the shadow refs after the last fetch: unchanged, the next one waits longer
+        quiet = 0
         while not stopped.wait(wait) and os.getppid() == supervisor:
             try:
                 reached = arbiter.try_sync(None if job is None else [job])
@@ -121,7 +125,10 @@ def watch_main(
             if state != last:
                 reports.put(state)
                 last = dataclasses.replace(state, expired=())
-            wait = SYNC_SECONDS if swarm.index.busy(job) else IDLE_SYNC_SECONDS
+            now_held = swarm.repo.list_refs(f"refs/gitswarm/shadow/{arbiter.key}/")
+            quiet = quiet + 1 if now_held == held else 0
+            held = now_held
+            wait = min(SYNC_SECONDS * 2**quiet, QUIET_SYNC_SECONDS) if swarm.index.busy(job) else IDLE_SYNC_SECONDS
     except KeyboardInterrupt:
         return
     finally:
