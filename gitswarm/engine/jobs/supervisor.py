@@ -217,7 +217,9 @@ class Supervisor:
             remote = _remote_work()
             self.ledger = remote.remote_leases(swarm, options.remote, options.clock_skew)
             self.siblings = remote.Siblings(options.workers)
-            self.watch = remote.RemoteWatch(self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes)
+            self.watch = remote.RemoteWatch(
+                self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes, self.siblings,
+            )
             self.remote_state = remote.RemoteState()
 
     def _start_worker(self) -> None:

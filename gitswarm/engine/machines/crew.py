@@ -102,6 +102,11 @@ class Siblings:
                     return said.decode(errors="replace")
             return ""
 
+    def any_idle(self) -> bool:
+        """Whether some worker waits for work (idle, or reserved for a sibling's claim)."""
+        with self.lock:
+            return any(self.states[slot] != BUSY for slot in range(self.slots))
+
     def busy(self, slot: int) -> None:
         with self.lock:
             self.states[slot] = BUSY

@@ -24,12 +24,13 @@ from typing import Any
 
 from gitswarm.engine.child_signals import die_with_parent, stop_on_sigterm
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, RemoteRefused
+from gitswarm.engine.machines.crew import Siblings
 from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import GitswarmError
 
 SYNC_SECONDS = 0.25  # while tasks are queued or running: idle workers see new work, finishing ones the end
-QUIET_SYNC_SECONDS = 1.0  # while they are but fetch after fetch brings nothing: backing off to this
+QUIET_SYNC_SECONDS = 1.0  # while they are but fetches bring nothing new, or every worker here is running one
 IDLE_SYNC_SECONDS = 2.0  # while nothing is: a remote service is not polled hard for nothing
 
 _fork = multiprocessing.get_context("fork")
@@ -51,8 +52,10 @@ class RemoteWatch:
     fork would inherit the pipe of whatever git command a thread had running (its reader then waits
     for an EOF that comes only when every worker has exited)."""
 
-    def __init__(self, path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str]) -> None:
-        self.args = (path, remote, clock_skew, job, trusted)
+    def __init__(
+        self, path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str], siblings: Siblings | None = None,
+    ) -> None:
+        self.args = (path, remote, clock_skew, job, trusted, siblings)
         self.stopped = _fork.Event()
         self.reports: multiprocessing.queues.Queue[RemoteState] = _fork.Queue()
         self._state = RemoteState()
@@ -86,7 +89,7 @@ class RemoteWatch:
 
 
 def watch_main(
-    path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str],
+    path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str], siblings: Siblings | None,
     stopped: Any, reports: Any, supervisor: int,
 ) -> None:
     """The body of the watch process: sync, sweep, report, until told to stop or the supervisor is gone."""
@@ -128,7 +131,12 @@ def watch_main(
             now_held = swarm.repo.list_refs(f"refs/gitswarm/shadow/{arbiter.key}/")
             quiet = quiet + 1 if now_held == held else 0
             held = now_held
-            wait = min(SYNC_SECONDS * 2**quiet, QUIET_SYNC_SECONDS) if swarm.index.busy(job) else IDLE_SYNC_SECONDS
+            if not swarm.index.busy(job):
+                wait = IDLE_SYNC_SECONDS
+            elif siblings is not None and not siblings.any_idle():
+                wait = QUIET_SYNC_SECONDS  # every worker here runs a task: they push, and fetch when refused
+            else:
+                wait = min(SYNC_SECONDS * 2**quiet, QUIET_SYNC_SECONDS)
     except KeyboardInterrupt:
         return
     finally:

@@ -274,6 +274,12 @@ def integrate_jobs(
     _integrate_claims(swarm, intake, prefix, report, jobs)
 
 
+# (git common dir, job) -> the claim ref tips this process found in (or merged into) the job's local history.
+# The local ref only ever moves to a history that holds its last one, so a tip held once stays held: a sync
+# then looks only at the claim refs that moved, not at every task's. Cleared when the job's ref is gone.
+_CONTAINED: dict[tuple[str, str], set[str]] = {}
+
+
 def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullReport, jobs: Collection[str] | None) -> None:
     """Merge each task's claim ref (its lease history on the remote) into its job's live ref, one after the
     other, each checked as hostile input as a job's own history is; a job with one that fails is refused."""
@@ -282,13 +288,24 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
     for ref, theirs in repo.list_refs(prefix + "claims/").items():
         claims.setdefault(shadowed_job(prefix, ref), []).append((ref, theirs))
     for job_id, tips in sorted(claims.items()):
-        if (jobs is not None and job_id not in jobs) or job_id in report.invalid or repo.read_ref(layout.job_ref(job_id)) is None:
+        known = _CONTAINED.setdefault((str(repo.common_dir), job_id), set())
+        if repo.read_ref(layout.job_ref(job_id)) is None:
+            known.clear()  # a job ref gone (or not here yet) holds nothing: what comes back is merged anew
             continue  # a claim of a job this clone does not hold (yet) is taken with the job
-        for ref, theirs in sorted(tips):
+        if (jobs is not None and job_id not in jobs) or job_id in report.invalid:
+            continue
+        good: dict[str, str] = {}
+        for ref, theirs in tips:
+            if theirs in known:
+                continue
             why = not_a_commit(swarm, theirs)
             if why is not None:
                 report.skipped[ref] = why
-                continue
+            else:
+                good.setdefault(theirs, ref)
+        # A finish and the next claim share one commit, and a machine's later pushes descend from its earlier
+        # ones: each tip merged once, the newest first, so that the older ones it holds are found merged already.
+        for theirs in sorted(good, key=lambda oid: (-repo.commit_info(oid).time, oid)):
             try:
                 outcome = _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
             except DiskFull:
@@ -296,6 +313,7 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
             except GitswarmError as exc:
                 report.invalid[job_id] = str(exc)
                 break
+            known.add(theirs)
             if outcome != "unchanged" and not any(job_id in getattr(report, kind) for kind in ("new", "updated", "merged")):
                 getattr(report, outcome).append(job_id)
 
