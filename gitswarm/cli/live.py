@@ -80,7 +80,9 @@ class LiveView:
         elif kind == "start":
             self.note = f"{event['workers']} workers" + (f" on job {escape(event['job'])}" if event.get("job") else "")
         elif kind == "remote":  # work --remote: say what the machine waits for while the remote does not answer
-            if event["reachable"]:
+            if event.get("what") == "race":
+                pass  # lost races are no trouble: the count is in --json, and the next claim went to another task
+            elif event["reachable"]:
                 self.remote = ""
             elif event.get("what") == "push":
                 self.remote = f"pushes to {escape(event['remote'])} do not land, trying again: {escape(event['said'])}"

@@ -29,6 +29,15 @@ MEMORY_RECORDS_FANS = "records."  # refs/swarm/memory: records.<id[:2]>/<id> (st
 BRANCHES_PREFIX = "refs/swarm/branches/"  # an implement task's head, pushed with its finish by `work --remote`
 
 
+# A task's lease history on a shared remote (`work --remote`): its claims, renewals, expiries and finishes are
+# pushed here rather than to the job's ref, so that machines claiming different tasks never race for one ref.
+CLAIMS_PREFIX = "refs/swarm/claims/"
+
+
+def claim_ref(job_id: str, task_id: str) -> str:
+    return f"{CLAIMS_PREFIX}{job_id}/{task_id}"
+
+
 def branch_ref(job_id: str, task_id: str) -> str:
     return f"{BRANCHES_PREFIX}{job_id}/{task_id}"
 

@@ -74,6 +74,8 @@ CLAIM_SPREAD = 8
 class Ledger(LeaseEnds):
     """Every state transition of every job in one repository: `Leases` on the local index and refs."""
 
+    claim_spread = CLAIM_SPREAD  # a claim picks at random among this many first queued tasks
+
     def __init__(self, refs: JobRefs, index: Index, trusted_remotes: frozenset[str] = frozenset()) -> None:
         self.refs = refs
         self.index = index
@@ -227,7 +229,7 @@ class Ledger(LeaseEnds):
         if skip_jobs:  # pulled jobs nobody here approved: their tasks are data, not instructions
             query += f" AND t.job NOT IN ({','.join('?' * len(skip_jobs))})"
             params.extend(sorted(skip_jobs))
-        return query + " ORDER BY t.priority DESC, t.job, t.seq LIMIT ?", [*params, CLAIM_SPREAD]
+        return query + " ORDER BY t.priority DESC, t.job, t.seq LIMIT ?", [*params, self.claim_spread]
 
     def _claim_locked(
         self,

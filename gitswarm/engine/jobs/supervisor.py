@@ -212,11 +212,14 @@ class Supervisor:
         self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings
         self.remote_state: RemoteState | None = None
         self.push_problem = ""
+        self.races_said = 0  # lost races said so far (`remote` events with `what` "race")
         if options.remote is not None:
             remote = _remote_work()
             self.ledger = remote.remote_leases(swarm, options.remote, options.clock_skew)
             self.siblings = remote.Siblings(options.workers)
-            self.watch = remote.RemoteWatch(self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes)
+            self.watch = remote.RemoteWatch(
+                self.path, options.remote, options.clock_skew, options.job, swarm.ledger.trusted_remotes, self.siblings,
+            )
             self.remote_state = remote.RemoteState()
 
     def _start_worker(self) -> None:
@@ -377,6 +380,12 @@ class Supervisor:
             self.on_event({"event": "remote", "remote": self.options.remote, "what": "fetch", "reachable": state.reachable,
                            "said": state.said, "retry_in": state.retry_in})
         self.remote_state = state
+        races = self.siblings.races() if self.siblings is not None else 0
+        if races > self.races_said:  # not a problem: said so that a machine that gets little work shows why
+            self.on_event({"event": "remote", "remote": self.options.remote, "what": "race", "reachable": True,
+                           "said": f"lost {races} race(s) for a task to another machine; fetched and picked again", "lost": races,
+                           "retry_in": 0.0})
+            self.races_said = races
         problem = self.siblings.problem() if self.siblings is not None else ""
         if problem != self.push_problem:  # the workers' pushes stopped landing (a hook, no push rights, down), or land again
             self.push_problem = problem

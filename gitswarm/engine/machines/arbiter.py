@@ -42,6 +42,7 @@ from gitswarm.store.machine_key import MachineKey, allowed_line
 from gitswarm.store.pulled_jobs import Intake
 from gitswarm.store.pulled_notes import pull_notes
 from gitswarm.store.remote import GitTransport
+from gitswarm.store.remote_refusals import RemoteRefusals
 
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # What a refused push says when another machine got there first (the client's check, or the server's
@@ -50,6 +51,9 @@ LOST_RACE = (
     "non-fast-forward", "fetch first", "stale info", "failed to update ref", "cannot lock ref", "failed to lock",
     "atomic transaction failed",  # receive-pack's ref transaction lost its compare-and-swap (an --atomic push)
 )
+# Of those, what only a push that landed first makes the remote say: the ref holds what this push was not built
+# on. The others a stale lock or a full disk on the server says as well: a race only if the ref is seen to move.
+CERTAIN_RACE = ("non-fast-forward", "fetch first", "stale info")
 BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_CAP_SECONDS = 5.0
 
@@ -86,6 +90,7 @@ class RemoteRefused(WorkFailed):
 class Offered(enum.Enum):
     ACCEPTED = "accepted"
     MOVED = "moved"  # the remote's tip is not the one the offer was built on
+    CONTENDED = "contended"  # a lock on the remote refused it: another push, or a lock a crash left (fetch to tell)
     UNREACHABLE = "unreachable"  # the remote did not answer (down, network, credentials)
     REJECTED = "rejected"  # the remote refused it for another reason (a hook, a protected ref, no push rights)
 
@@ -120,7 +125,8 @@ class Arbiter:
         self.transport: GitTransport = transport(swarm)
         self.sleep = sleep
         self.said = ""  # what the remote last said when it did not answer
-        self.refused: dict[str, str] = {}  # jobs whose history there this clone refused, and why
+        self.refusals = RemoteRefusals(swarm.repo.common_dir, self.key)  # every process of this clone sees them
+        self.refused: dict[str, str] = self.refusals.read()  # jobs whose history there this clone refused, and why
         self.machine = MachineKey(swarm.repo.common_dir)  # signs every commit this machine offers
         self.machines = machine_keys(swarm)  # the machines whose claims count here (None: any)
 
@@ -130,7 +136,8 @@ class Arbiter:
         rewound = fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
         report = PullReport(remote=self.remote, invalid=dict(rewound))
         integrate_jobs(self.swarm, self.key, report, jobs, self.machines)
-        self.refused.update(report.invalid)
+        taken = [*report.new, *report.updated, *report.merged, *report.unchanged]
+        self.refused = self.refusals.update(report.invalid, [job for job in taken if job not in report.invalid])
         named = sorted(set(jobs or ()) & set(report.invalid))
         if named:
             raise RemoteRefused(f"job {named[0]}: what {self.remote} holds is refused here: {report.invalid[named[0]]}")
@@ -147,10 +154,11 @@ class Arbiter:
             return False
         return True
 
-    def offer(self, job_id: str, tip: str, branch: tuple[str, str] | None = None) -> Offered:
-        """Push `tip` as the job's new remote tip (a fast-forward), with an implement task's head
+    def offer(self, job_id: str, tip: str, branch: tuple[str, str] | None = None, tasks: Collection[str] = ()) -> Offered:
+        """Push `tip` as the new remote tip (a fast-forward) of the claim ref of each of `tasks` (the tasks
+        whose leases its operations move), or of the job's ref when none, with an implement task's head
         (`branch`: task id, commit) in the same atomic push. Nothing local moves."""
-        updates = {layout.job_ref(job_id): tip}
+        updates = {ref: tip for ref in self.refs_of(job_id, tasks)}
         expect: Mapping[str, str | None] = {}
         if branch is not None:
             ref = layout.branch_ref(job_id, branch[0])
@@ -164,14 +172,25 @@ class Arbiter:
             return Offered.UNREACHABLE
         raced, reason = refusal(done.rejected)
         self.said = f"{self.remote} refused the push: {reason}"
-        return Offered.MOVED if raced else Offered.REJECTED
+        if not raced:
+            return Offered.REJECTED
+        return Offered.MOVED if any(race in reason for race in CERTAIN_RACE) else Offered.CONTENDED
 
-    def seen(self, job_id: str, task_id: str | None = None) -> tuple[str | None, str | None]:
-        """The job's tip (and a task's pushed head) on the remote, as last fetched."""
-        return (
-            self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}"),
-            None if task_id is None else self._remote_branch(job_id, task_id),
-        )
+    def refused_jobs(self) -> frozenset[str]:
+        """The jobs no task of which is claimed through this remote: refused here, by any process of this clone."""
+        self.refused = self.refusals.read()
+        return frozenset(self.refused)
+
+    @staticmethod
+    def refs_of(job_id: str, tasks: Collection[str]) -> list[str]:
+        """The remote refs an offer moves: the claim ref of each task, or the job's ref when none."""
+        return [layout.claim_ref(job_id, task) for task in sorted(tasks)] or [layout.job_ref(job_id)]
+
+    def seen(self, job_id: str, task_id: str | None = None, tasks: Collection[str] = ()) -> tuple[str | None, ...]:
+        """What the refs an offer moves held on the remote as last fetched (and a task's pushed head)."""
+        shadow = f"refs/gitswarm/shadow/{self.key}/"
+        held = tuple(self.swarm.repo.read_ref(shadow + ref[len("refs/swarm/"):]) for ref in self.refs_of(job_id, tasks))
+        return (*held, None if task_id is None else self._remote_branch(job_id, task_id))
 
     def _remote_branch(self, job_id: str, task_id: str) -> str | None:
         """What the remote's branch of the task held when last fetched (None: it had none). Stale, the
@@ -208,7 +227,7 @@ class Arbiter:
                     self.swarm.repo.cas_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}", tip, shadow, "gitswarm: published")
                     pushed.append(job_id)
                     break
-                if offered is not Offered.MOVED:
+                if offered not in (Offered.MOVED, Offered.CONTENDED):
                     raise WorkFailed(f"push to {self.remote} failed: {self.said}")
                 self.sleep(Backoff(base=0.05).next())
                 self.sync([job_id])

@@ -38,6 +38,7 @@ class Siblings:
         self.since: Any = _fork.Array("d", slots, lock=False)
         self.names: Any = _fork.Array("c", slots * NAME_BYTES, lock=False)
         self.said: Any = _fork.Array("c", slots * PROBLEM_BYTES, lock=False)  # per worker: why its pushes do not land
+        self.raced: Any = _fork.Array("i", slots, lock=False)  # per worker: pushes another machine's got ahead of
 
     def seat(self, slot: int, owner: str) -> None:
         """A new worker process in `slot` (a replacement too): busy until it finds nothing to do."""
@@ -82,6 +83,16 @@ class Siblings:
             raw = problem.encode(errors="replace")[: PROBLEM_BYTES - 1]
             self.said[slot * PROBLEM_BYTES:(slot + 1) * PROBLEM_BYTES] = raw.ljust(PROBLEM_BYTES, b"\0")
 
+    def lost_race(self, slot: int) -> None:
+        """Worker `slot`'s push was refused because another machine's landed first (it fetched and went on)."""
+        with self.lock:
+            self.raced[slot] += 1
+
+    def races(self) -> int:
+        """How many races this machine's workers lost so far, replaced workers' included."""
+        with self.lock:
+            return sum(self.raced[slot] for slot in range(self.slots))
+
     def problem(self) -> str:
         """Why some worker's pushes do not land ("" when every worker's do)."""
         with self.lock:
@@ -90,6 +101,11 @@ class Siblings:
                 if said:
                     return said.decode(errors="replace")
             return ""
+
+    def any_idle(self) -> bool:
+        """Whether some worker waits for work (idle, or reserved for a sibling's claim)."""
+        with self.lock:
+            return any(self.states[slot] != BUSY for slot in range(self.slots))
 
     def busy(self, slot: int) -> None:
         with self.lock:

@@ -27,7 +27,7 @@ from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
-from gitswarm.model.ops import LeaseExpired, LeaseRenewed, Op, TaskClaimed
+from gitswarm.model.ops import LeaseExpired, LeaseRenewed, Op, TaskClaimed, TaskFinished
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.jobs import Snapshot
@@ -36,7 +36,10 @@ from gitswarm.store.leases import LAPSED, STOPPED, Ask, Built, Lease, Ledger, Re
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
 OFFER_ROUNDS = 64  # refusals in a row (the remote kept moving) before an operation gives up
 CLAIM_PICKS = 8
+REMOTE_CLAIM_SPREAD = 32
 REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep taking them first
+# The operations that move a task's lease: each goes to that task's claim ref on the remote (layout.claim_ref).
+LEASE_OPS = (TaskClaimed, LeaseRenewed, LeaseExpired, TaskFinished)
 
 
 class RemoteUnavailable(WorkFailed):
@@ -51,6 +54,10 @@ class RemoteRejected(WorkFailed):
 class RemoteLedger(Ledger):
     """`Leases` decided by a git remote (`work --remote`): each transition a push the remote accepts."""
 
+    # Machines that pick among more tasks pick the same one less often: of W workers choosing at once among N,
+    # about W²/2N pairs collide (a refused push and a fetch each); 32 keeps a dozen workers to about two.
+    claim_spread = REMOTE_CLAIM_SPREAD
+
     def __init__(
         self, ledger: Ledger, arbiter: Arbiter, clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS,
         clock: Callable[[], float] | None = None,
@@ -61,10 +68,13 @@ class RemoteLedger(Ledger):
         self.clock = clock or arbiter.swarm.clock
         self.problem = ""  # why the last push did not land, while that lasts ("" once one did)
         self.on_problem: Callable[[str], None] = lambda problem: None
+        self.on_race: Callable[[], None] = lambda: None  # told of each push another machine's got ahead of
 
-    def report_problems(self, listener: Callable[[str], None]) -> None:
-        """Tell `listener` why pushes do not land (a refusal's reason, an unanswered remote), and "" once one does."""
+    def report_problems(self, listener: Callable[[str], None], races: Callable[[], None] = lambda: None) -> None:
+        """Tell `listener` why pushes do not land (a refusal's reason, an unanswered remote), and "" once one does;
+        `races` of each push refused because another machine's landed first (no problem: fetched, built again)."""
         self.on_problem = listener
+        self.on_race = races
 
     # -- the protocol ---------------------------------------------------------------------
 
@@ -89,10 +99,15 @@ class RemoteLedger(Ledger):
             snapshot = self._snapshot(job_id)
             ops, artifacts = build(snapshot)
             tip, change = self.refs.commit_ops(snapshot, ops, artifacts, sign=self.arbiter.machine.sign)
-            seen = self.arbiter.seen(job_id, branch[0] if branch else None)
-            offered = self.arbiter.offer(job_id, tip, branch)
-            if offered is Offered.MOVED and not self._moved(job_id, seen, branch):
-                offered = Offered.REJECTED  # "refused" yet nobody moved it: the server's own failure, said
+            tasks = frozenset(op.task for op in (ops if isinstance(ops, Sequence) else [ops]) if isinstance(op, LEASE_OPS))
+            seen = self.arbiter.seen(job_id, branch[0] if branch else None, tasks)
+            offered = self.arbiter.offer(job_id, tip, branch, tasks)
+            if offered is Offered.CONTENDED:  # a lock refused it: a lost race only if somebody's push landed
+                offered = Offered.MOVED if self._moved(job_id, seen, branch, tasks) else Offered.REJECTED
+            elif offered is Offered.MOVED:  # the remote holds what this was not built on: fetch it
+                self.arbiter.try_sync([job_id])
+            if offered is Offered.MOVED:
+                self.on_race()
             if offered is Offered.ACCEPTED:
                 self.arbiter.adopt(snapshot, tip, change, artifacts)
                 self._said("")
@@ -119,12 +134,14 @@ class RemoteLedger(Ledger):
                 self.arbiter.sleep(refused.next())
         raise RemoteUnavailable(f"job {job_id}: the remote kept moving; gave up after {OFFER_ROUNDS} offers")
 
-    def _moved(self, job_id: str, seen: tuple[str | None, str | None], branch: tuple[str, str] | None) -> bool:
+    def _moved(
+        self, job_id: str, seen: tuple[str | None, ...], branch: tuple[str, str] | None, tasks: frozenset[str],
+    ) -> bool:
         """Whether the remote moved since `seen` (fetched now): a refusal that says "lost a race" (receive-pack says
         "atomic transaction failed" for a stale lock or a full disk too) is one only if somebody else's push landed."""
         if not self.arbiter.try_sync([job_id]):
             return True  # no answer now: the next round finds out
-        return self.arbiter.seen(job_id, branch[0] if branch else None) != seen
+        return self.arbiter.seen(job_id, branch[0] if branch else None, tasks) != seen
 
     def _said(self, problem: str) -> None:
         """Tell whoever listens (the supervisor, through engine/machines/crew.py) why pushes do not land, or that they do."""
@@ -150,7 +167,7 @@ class RemoteLedger(Ledger):
         """Lease one queued task once the remote accepted the claim; None when there is none
         (as this clone knows) or the remote did not answer."""
         for _ in range(CLAIM_PICKS):
-            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs | frozenset(self.arbiter.refused))
+            pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs | self.arbiter.refused_jobs())
             if pick is None:
                 return None
             try:
@@ -174,7 +191,7 @@ class RemoteLedger(Ledger):
         if len(owners) == 1:
             lease = self.claim(owners[0], ttl, now, job_id, exclude, skip_jobs)
             return [] if lease is None else [lease]
-        skip = skip_jobs | frozenset(self.arbiter.refused)
+        skip = skip_jobs | self.arbiter.refused_jobs()
         granted: list[tuple[str, str]] = []
 
         def build(s: Snapshot) -> Built:
@@ -297,7 +314,7 @@ class RemoteLedger(Ledger):
             picked[0] = None
             if ask is not None:
                 after = apply(op, snapshot.state, snapshot.task)
-                pick = self._pick(now, ask.job, after, lease.job, ask.exclude, ask.skip_jobs)
+                pick = self._pick(now, ask.job, after, lease.job, ask.exclude, ask.skip_jobs | self.arbiter.refused_jobs())
                 if pick is not None and pick[0] == lease.job and exhausted(snapshot.job, after.state, now) is None:
                     task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
                     # The index may have moved past this snapshot (another process here adopted a commit):

@@ -1,7 +1,8 @@
 """A machine's eye on the remote during `work --remote`: fetch, merge, expire what died elsewhere.
 
 One process per supervisor, with its own Swarm (its own index connection and
-repository handle): every `SYNC_SECONDS` (`IDLE_SYNC_SECONDS` while nothing is
+repository handle): every `SYNC_SECONDS` (backing off to `QUIET_SYNC_SECONDS`
+while fetches bring nothing new, `IDLE_SYNC_SECONDS` while nothing is
 queued or running) it fetches the jobs from the remote
 and merges them into the local refs and index, so that idle workers see new
 work and finished jobs, then pushes the expiry of every lease whose deadline
@@ -23,11 +24,13 @@ from typing import Any
 
 from gitswarm.engine.child_signals import die_with_parent, stop_on_sigterm
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, RemoteRefused
+from gitswarm.engine.machines.crew import Siblings
 from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import GitswarmError
 
 SYNC_SECONDS = 0.25  # while tasks are queued or running: idle workers see new work, finishing ones the end
+QUIET_SYNC_SECONDS = 1.0  # while they are but fetches bring nothing new, or every worker here is running one
 IDLE_SYNC_SECONDS = 2.0  # while nothing is: a remote service is not polled hard for nothing
 
 _fork = multiprocessing.get_context("fork")
@@ -49,8 +52,10 @@ class RemoteWatch:
     fork would inherit the pipe of whatever git command a thread had running (its reader then waits
     for an EOF that comes only when every worker has exited)."""
 
-    def __init__(self, path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str]) -> None:
-        self.args = (path, remote, clock_skew, job, trusted)
+    def __init__(
+        self, path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str], siblings: Siblings | None = None,
+    ) -> None:
+        self.args = (path, remote, clock_skew, job, trusted, siblings)
         self.stopped = _fork.Event()
         self.reports: multiprocessing.queues.Queue[RemoteState] = _fork.Queue()
         self._state = RemoteState()
@@ -84,7 +89,7 @@ class RemoteWatch:
 
 
 def watch_main(
-    path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str],
+    path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str], siblings: Siblings | None,
     stopped: Any, reports: Any, supervisor: int,
 ) -> None:
     """The body of the watch process: sync, sweep, report, until told to stop or the supervisor is gone."""
@@ -99,6 +104,8 @@ def watch_main(
         backoff = Backoff(base=0.5, cap=5.0)
         wait = 0.0
         last = RemoteState()
+        held: dict[str, str] = {}  # the shadow refs after the last fetch: unchanged, the next one waits longer
+        quiet = 0
         while not stopped.wait(wait) and os.getppid() == supervisor:
             try:
                 reached = arbiter.try_sync(None if job is None else [job])
@@ -121,7 +128,15 @@ def watch_main(
             if state != last:
                 reports.put(state)
                 last = dataclasses.replace(state, expired=())
-            wait = SYNC_SECONDS if swarm.index.busy(job) else IDLE_SYNC_SECONDS
+            now_held = swarm.repo.list_refs(f"refs/gitswarm/shadow/{arbiter.key}/")
+            quiet = quiet + 1 if now_held == held else 0
+            held = now_held
+            if not swarm.index.busy(job):
+                wait = IDLE_SYNC_SECONDS
+            elif siblings is not None and not siblings.any_idle():
+                wait = QUIET_SYNC_SECONDS  # every worker here runs a task: they push, and fetch when refused
+            else:
+                wait = min(SYNC_SECONDS * 2**quiet, QUIET_SYNC_SECONDS)
     except KeyboardInterrupt:
         return
     finally:

@@ -38,5 +38,5 @@ def worker_leases(
     if crew is None:
         return leases, None
     claiming = Claiming(ask.owner, ask.ttl, ask.job, ask.exclude, ask.skip_jobs, crew.siblings.slots)
-    leases.report_problems(functools.partial(crew.siblings.report, crew.slot))
+    leases.report_problems(functools.partial(crew.siblings.report, crew.slot), functools.partial(crew.siblings.lost_race, crew.slot))
     return leases, Pipeline(leases, claiming, crew, time.time)

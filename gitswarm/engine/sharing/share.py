@@ -27,7 +27,8 @@ from gitswarm.model.errors import BadInput, CorruptRecord, DiskFull, GitswarmErr
 from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.model.records import FINISHED
 from gitswarm.store import layout
-from gitswarm.store.gitrepo import GitCommandError
+from gitswarm.store.fetch_gate import coalesced_fetch
+from gitswarm.store.gitrepo import GitCommandError, GitRepo
 from gitswarm.store.job_merge import Merged, check_tip, merge_job
 from gitswarm.store.jobs import COMMITTER
 from gitswarm.store.machine_key import allowed_machines
@@ -105,7 +106,8 @@ def fetch(swarm: Swarm, remote: str, key: str) -> None:
     prefix = _shadow(key)
     try:
         transport(swarm).fetch(remote, [
-            f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.NOTES_REF}*:{prefix}notes/swarm*", f"+{MEMORY_REF}*:{prefix}memory*",
+            f"+{layout.JOBS_PREFIX}*:{prefix}jobs/*", f"+{layout.CLAIMS_PREFIX}*:{prefix}claims/*",
+            f"+{layout.NOTES_REF}*:{prefix}notes/swarm*", f"+{MEMORY_REF}*:{prefix}memory*",
             f"+{layout.BRANCHES_PREFIX}*:{prefix}branches/*", f"+{layout.PATCHES_PREFIX}*:{prefix}patches/*",
         ])
     except GitCommandError as exc:
@@ -135,7 +137,7 @@ def pull(swarm: Swarm, remote: str) -> PullReport:
     """
     key = remote_key(swarm, remote)
     prefix = _shadow(key)
-    seen = swarm.repo.list_refs(prefix + "jobs/")
+    seen = {**swarm.repo.list_refs(prefix + "jobs/"), **swarm.repo.list_refs(prefix + "claims/")}
     fetch(swarm, remote, key)
     report = PullReport(remote=remote)
     report.invalid.update(keep_what_was_seen(swarm, prefix, seen))
@@ -169,13 +171,18 @@ def keep_what_was_seen(swarm: Swarm, prefix: str, seen: dict[str, str]) -> dict[
             moved_on = False
         if moved_on:
             continue
-        job = ref[len(prefix + "jobs/"):]
+        job = shadowed_job(prefix, ref)
         repo.cas_ref(ref, before, now, "gitswarm: keep what was seen of a rewound remote")
         refused[job] = (
             f"the remote's history was rewound: it no longer holds {before[:12]}, which this clone saw; refused "
             "(set receive.denyNonFastForwards on the shared remote)"
         )
     return refused
+
+
+def shadowed_job(prefix: str, ref: str) -> str:
+    """The job a shadow ref (`<prefix>jobs/<job>` or `<prefix>claims/<job>/<task>`) is of."""
+    return ref[len(prefix):].split("/")[1]
 
 
 def announce_approvals(swarm: Swarm, jobs: list[str]) -> None:
@@ -211,14 +218,18 @@ def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None =
     namespace; WorkFailed if it fails. The jobs whose remote history was rewound, refused: {job: why}.
     Fetching every job prunes the shadow of jobs the remote no longer has; fetching some leaves the others."""
     prefix = _shadow(key)
-    seen = {ref: tip for ref, tip in swarm.repo.list_refs(prefix + "jobs/").items() if jobs is None or ref.rsplit("/", 1)[-1] in jobs}
+    held = {**swarm.repo.list_refs(prefix + "jobs/"), **swarm.repo.list_refs(prefix + "claims/")}
+    seen = {ref: tip for ref, tip in held.items() if jobs is None or shadowed_job(prefix, ref) in jobs}
     names = ["*"] if jobs is None else list(jobs)
     specs = [f"+{layout.JOBS_PREFIX}{name}:{prefix}jobs/{name}" for name in names]
+    # The claim refs of each task: its lease history while machines work it (docs/many-machines.md).
+    specs += [f"+{layout.CLAIMS_PREFIX}*:{prefix}claims/*"] if jobs is None else [
+        f"+{layout.CLAIMS_PREFIX}{name}/*:{prefix}claims/{name}/*" for name in names]
     # With them, the heads their implement tasks pushed (a follow-up starts from one; verify needs it).
     specs += [f"+{layout.BRANCHES_PREFIX}{name}{'' if name == '*' else '/*'}:{prefix}branches/{name}{'' if name == '*' else '/*'}"
               for name in names]
     try:
-        transport(swarm).fetch(remote, specs)
+        coalesced_fetch(swarm.repo.common_dir, key, jobs, lambda: transport(swarm).fetch(remote, specs))
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
     return keep_what_was_seen(swarm, prefix, seen)
@@ -260,6 +271,51 @@ def integrate_jobs(
             report.invalid[plan.job] = str(exc)
             continue
         getattr(report, outcome).append(plan.job)
+    _integrate_claims(swarm, intake, prefix, report, jobs)
+
+
+# (git common dir, job) -> the claim ref tips this process found in (or merged into) the job's local history.
+# The local ref only ever moves to a history that holds its last one, so a tip held once stays held: a sync
+# then looks only at the claim refs that moved, not at every task's. Cleared when the job's ref is gone.
+_CONTAINED: dict[tuple[str, str], set[str]] = {}
+
+
+def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullReport, jobs: Collection[str] | None) -> None:
+    """Merge each task's claim ref (its lease history on the remote) into its job's live ref, one after the
+    other, each checked as hostile input as a job's own history is; a job with one that fails is refused."""
+    repo = swarm.repo
+    claims: dict[str, list[tuple[str, str]]] = {}
+    for ref, theirs in repo.list_refs(prefix + "claims/").items():
+        claims.setdefault(shadowed_job(prefix, ref), []).append((ref, theirs))
+    for job_id, tips in sorted(claims.items()):
+        known = _CONTAINED.setdefault((str(repo.common_dir), job_id), set())
+        if repo.read_ref(layout.job_ref(job_id)) is None:
+            known.clear()  # a job ref gone (or not here yet) holds nothing: what comes back is merged anew
+            continue  # a claim of a job this clone does not hold (yet) is taken with the job
+        if (jobs is not None and job_id not in jobs) or job_id in report.invalid:
+            continue
+        good: dict[str, str] = {}
+        for ref, theirs in tips:
+            if theirs in known:
+                continue
+            why = not_a_commit(swarm, theirs)
+            if why is not None:
+                report.skipped[ref] = why
+            else:
+                good.setdefault(theirs, ref)
+        # A finish and the next claim share one commit, and a machine's later pushes descend from its earlier
+        # ones: each tip merged once, the newest first, so that the older ones it holds are found merged already.
+        for theirs in sorted(good, key=lambda oid: (-repo.commit_info(oid).time, oid)):
+            try:
+                outcome = _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
+            except DiskFull:
+                raise
+            except GitswarmError as exc:
+                report.invalid[job_id] = str(exc)
+                break
+            known.add(theirs)
+            if outcome != "unchanged" and not any(job_id in getattr(report, kind) for kind in ("new", "updated", "merged")):
+                getattr(report, outcome).append(job_id)
 
 
 def integrate_tip(swarm: Swarm, job_id: str, theirs: str, machines: frozenset[str] | None = None) -> str:
@@ -281,11 +337,18 @@ def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
     if ours == theirs or base == theirs:
         return Plan(job_id, "unchanged", ours, theirs, theirs)
     brought = intake.check_job(job_id, theirs, ours)
-    if ours is None or base == ours:
+    if ours is None or base == ours or _holds_all_of(repo, theirs, ours):
         check_tip(repo, job_id, theirs, brought if ours is None else None, intake.parsed)  # a new job's commits are all brought
         return Plan(job_id, "new" if ours is None else "updated", ours, theirs, theirs)
     merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base, remote_only=brought, parsed=intake.parsed)
     return Plan(job_id, "merged", ours, theirs, merged.tip, merged)
+
+
+def _holds_all_of(repo: GitRepo, theirs: str, ours: str) -> bool:
+    """Whether every commit that records operations in `ours` is in `theirs` too: what ours has beyond it
+    are merge commits alone (this clone merging claim refs as it went), so taking theirs loses nothing, and
+    the clones of a job that all saw everything come to one tip."""
+    return all(len(commit.parents) > 1 for commit in repo.walk(ours, hide=theirs))
 
 
 def _apply(swarm: Swarm, intake: Intake, plan: Plan) -> str:

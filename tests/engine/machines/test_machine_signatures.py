@@ -40,10 +40,11 @@ def clones(tmp_path: Path) -> Iterator[tuple[Path, list[RemoteLedger], str, Cloc
 
 
 def forge_on_remote(attacker: Path, job: str, op: dict[str, Any], sign_key: Path | None = None) -> str:
-    """Append one commit recording `op` to the job's tip on the remote (signed with `sign_key` by git
-    itself when given) and force-push it; the new tip."""
-    run_git(attacker, "fetch", "-q", "origin", f"+{layout.job_ref(job)}:{layout.job_ref(job)}")
-    tip = run_git(attacker, "rev-parse", layout.job_ref(job))
+    """Append one commit recording `op` to the tip of its task's claim ref on the remote (where that task's
+    lease history is; signed with `sign_key` by git itself when given) and force-push it; the new tip."""
+    ref = layout.claim_ref(job, op["task"])
+    run_git(attacker, "fetch", "-q", "origin", f"+{ref}:{ref}")
+    tip = run_git(attacker, "rev-parse", ref)
     commits = history_ops(attacker, tip)
     op = {"v": 1, "id": new_id(), "clock": max(o["clock"] for c in commits for o in c) + 1, **op}
     forged = forge_history(attacker, [*commits, [op]], onto=tip)
@@ -53,7 +54,7 @@ def forge_on_remote(attacker: Path, job: str, op: dict[str, Any], sign_key: Path
             attacker, "-c", "gpg.format=ssh", "-c", f"user.signingkey={sign_key}", "commit-tree", "-S", tree, "-p", tip,
             input=message.encode(),
         )
-    push(attacker, f"{forged}:{layout.job_ref(job)}")
+    push(attacker, f"{forged}:{ref}")
     return forged
 
 
@@ -73,7 +74,7 @@ def test_a_claim_names_its_machine_and_its_commit_passes_git_verify_commit(clone
     assert task.holder_key == a.arbiter.machine.public
     allowed = tmp_path / "allowed_signers"
     allowed.write_text(allowed_line(a.arbiter.machine.public, "a") + "\n")
-    tip = git(bare, "rev-parse", layout.job_ref(job)).strip()
+    tip = git(bare, "rev-parse", layout.claim_ref(job, lease.task)).strip()
     verified = subprocess.run(
         ["git", "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", tip],
         cwd=bare, capture_output=True, text=True,

@@ -284,14 +284,15 @@ def test_a_forged_finish_of_a_running_task_never_counts(machines: list[Machine],
     running = machines[1].work(job)
     wait_for(lambda: any(kind == "start" for kind, _, _ in events(log)), 60, "m1 to start the task")
     attacker = machines[2].path
-    run_git(attacker, "fetch", "-q", "origin", f"+refs/swarm/jobs/{job}:refs/swarm/jobs/{job}")
-    tip = run_git(attacker, "rev-parse", f"refs/swarm/jobs/{job}")
+    ref = f"refs/swarm/claims/{job}/t000"  # where the task's lease history is on the remote
+    run_git(attacker, "fetch", "-q", "origin", f"+{ref}:{ref}")
+    tip = run_git(attacker, "rev-parse", ref)
     commits = history_ops(attacker, tip)
     claim = next(op for ops in commits for op in ops if op["op"] == "claimed")
     assert claim["key"].startswith("ssh-ed25519 ")
     finished = {"op": "finished", "v": 1, "id": new_id(), "clock": max(o["clock"] for c in commits for o in c) + 1,
                 "at": claim["at"] + 1, "actor": claim["actor"], "task": claim["task"], "token": claim["token"], "ok": True}
-    push(attacker, f"{forge_history(attacker, [*commits, [finished]], onto=tip)}:refs/swarm/jobs/{job}")
+    push(attacker, f"{forge_history(attacker, [*commits, [finished]], onto=tip)}:{ref}")
     _, err = running.communicate(timeout=60)
     assert running.returncode == 1 and "refused here" in err, err[-2000:]  # `work --remote --job` of a refused job
     assert "it did not sign" in err, err[-2000:]

@@ -65,11 +65,13 @@ def make_clones(root: Path, clock: Clock) -> tuple[Path, list[Swarm], str]:
 
 
 def remote_ops(bare: Path, job: str) -> list:
-    """Every operation of the job's history on the remote, oldest first (read with the remote's own git)."""
+    """Every operation of the job's history on the remote (its ref and its tasks' claim refs), each once,
+    in the order the job's history applies them (read with the remote's own git)."""
     swarm = Swarm(bare)
     try:
-        where = layout.job_ref(job)
-        return [op for commit in swarm.repo.walk(swarm.repo.read_ref(where)) for op in parse_ops(commit, where)]
+        tips = [swarm.repo.read_ref(layout.job_ref(job)), *swarm.repo.list_refs(f"{layout.CLAIMS_PREFIX}{job}/").values()]
+        ops = {op.id: op for tip in tips if tip for commit in swarm.repo.walk(tip) for op in parse_ops(commit, layout.job_ref(job))}
+        return sorted(ops.values(), key=lambda op: op.order_key())
     finally:
         swarm.close()
 
@@ -99,7 +101,7 @@ def test_a_claim_is_on_the_remote_before_it_is_here(clones: tuple) -> None:
     bare, (a, _), job, clock = clones
     lease = a.claim("a.w1", 30.0, clock(), job_id=job)
     assert lease is not None
-    remote_tip = git(bare, "rev-parse", layout.job_ref(job)).strip()
+    remote_tip = git(bare, "rev-parse", layout.claim_ref(job, lease.task)).strip()  # the task's claim ref
     assert a.refs.repo.read_ref(layout.job_ref(job)) == remote_tip
     # the lease is the task's timeout plus the grace, at most --lease
     assert lease.expires == clock() + 30.0
@@ -165,11 +167,13 @@ def test_a_push_the_remote_refuses_for_good_is_said_and_not_retried_as_a_race(cl
 
 
 def test_a_stale_lock_on_the_remote_is_said_not_taken_for_a_lost_race(clones: tuple) -> None:
-    """A crashed git left the job ref's lock on the server: every push says "cannot lock ref", as a lost
+    """A crashed git left the claim refs' locks on the server: every push says "cannot lock ref", as a lost
     race would, but nobody moved the ref. Said at once, not retried 64 times in silence."""
     bare, (a, _), job, clock = clones
-    lock = bare / f"{layout.job_ref(job)}.lock"
-    lock.write_text("")
+    locks = [bare / f"{layout.claim_ref(job, f't{i}')}.lock" for i in range(TASKS)]
+    for lock in locks:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text("")
     heard: list[str] = []
     a.on_problem = heard.append
     offers = []
@@ -177,7 +181,8 @@ def test_a_stale_lock_on_the_remote_is_said_not_taken_for_a_lost_race(clones: tu
     a.arbiter.offer = lambda *args, **kw: offers.append(args) or offer(*args, **kw)  # type: ignore[method-assign]
     assert a.claim("a.w1", 30.0, clock(), job_id=job) is None
     assert len(offers) == 1 and heard and "refused the push" in heard[-1]  # receive-pack: "atomic transaction failed"
-    lock.unlink()
+    for lock in locks:
+        lock.unlink()
     assert a.claim("a.w1", 30.0, clock(), job_id=job) is not None and heard[-1] == ""
 
 
@@ -187,7 +192,9 @@ def test_claims_for_siblings_go_in_one_push(clones: tuple) -> None:
     leases = a.claim_for(["a.w1", "a.w2", "a.w3"], 30.0, clock(), job)
     assert [lease.owner for lease in leases] == ["a.w1", "a.w2", "a.w3"]
     assert len({lease.task for lease in leases}) == 3
-    assert int(git(bare, "rev-list", "--count", layout.job_ref(job))) == before + 1
+    # One commit, pushed to the three tasks' claim refs at once.
+    tips = {git(bare, "rev-parse", layout.claim_ref(job, lease.task)).strip() for lease in leases}
+    assert len(tips) == 1 and int(git(bare, "rev-list", "--count", tips.pop())) == before + 1
     assert a.assigned("a.w2") is not None and a.assigned("a.w2").task == leases[1].task  # type: ignore[union-attr]
 
 
@@ -316,5 +323,5 @@ def test_the_remote_tip_is_what_the_clones_hold_after_a_sync(clones: tuple) -> N
     lease = a.claim("a.w1", 30.0, clock(), job_id=job)
     a.finish(lease, True, clock())
     b.arbiter.sync([job])
-    tip = subprocess.run(["git", "rev-parse", layout.job_ref(job)], cwd=bare, capture_output=True, text=True).stdout.strip()
+    tip = subprocess.run(["git", "rev-parse", layout.claim_ref(job, lease.task)], cwd=bare, capture_output=True, text=True).stdout.strip()
     assert a.refs.repo.read_ref(layout.job_ref(job)) == tip == b.refs.repo.read_ref(layout.job_ref(job))

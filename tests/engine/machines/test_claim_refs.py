@@ -1,0 +1,163 @@
+"""Claims that do not all fight over one ref: each task's lease history on its own claim ref.
+
+Three clones of one bare remote race through real pushes and fetches, driven
+by a hypothesis state machine in any interleaving: each task has one holder
+at a time, a stale finish is refused (fencing), a machine that loses a race
+gets another task when one is queued (nobody starves), and every clone that
+fetched everything holds the same state.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from gitswarm.engine.machines.arbiter import Arbiter
+from gitswarm.engine.machines.remote_leases import RemoteLedger
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import InvalidTransition, LeaseLost
+from gitswarm.model.records import TaskState
+from gitswarm.model.replay import replay
+from gitswarm.store import layout
+from gitswarm.store.leases import Lease
+from tests.conftest import git
+from tests.engine.machines.test_remote_leases import Clock, make_clones, remote_ops
+
+MACHINES = 3
+
+
+def add_clone(root: Path, bare: Path, name: str, clock: Clock) -> Swarm:
+    git(root, "clone", "-q", str(bare), name)
+    swarm = Swarm(root / name, clock=clock)
+    Arbiter(swarm, "origin").sync()
+    swarm.ledger.trusted_remotes = frozenset({"origin"})
+    return swarm
+
+
+@pytest.fixture
+def three(tmp_path: Path):  # type: ignore[no-untyped-def]
+    clock = Clock()
+    bare, swarms, job = make_clones(tmp_path, clock)
+    swarms.append(add_clone(tmp_path, bare, "c", clock))
+    ledgers = [RemoteLedger(s.ledger, Arbiter(s, "origin", sleep=lambda s: None), clock_skew=1.0, clock=clock) for s in swarms]
+    yield bare, ledgers, job, clock
+    for swarm in swarms:
+        swarm.close()
+
+
+def test_claims_of_different_tasks_never_refuse_each_other(three: tuple) -> None:
+    """Each machine claims from a stale view (nobody fetched the others' claims): as long as they picked
+    different tasks, every push lands at the first try."""
+    bare, ledgers, job, clock = three
+    offers: list[int] = []
+    for n, ledger in enumerate(ledgers):
+        offer = ledger.arbiter.offer
+        ledger.arbiter.offer = lambda *a, n=n, offer=offer, **kw: offers.append(n) or offer(*a, **kw)  # type: ignore[method-assign,misc]
+    tasks = ["t0", "t1", "t2"]
+    for ledger, task in zip(ledgers, tasks, strict=True):
+        assert ledger._claim_chosen(job, task, f"{ledger.arbiter.machine.public[-6:]}.w", 30.0, clock()) is not None
+    assert offers == [0, 1, 2]  # one push each: no refusal, no retry
+    for task in tasks:
+        assert git(bare, "rev-parse", "--verify", layout.claim_ref(job, task)).strip()
+    assert git(bare, "rev-list", "--count", layout.job_ref(job)).strip() == "1"  # the job's own ref: untouched
+
+
+def test_two_machines_claiming_one_task_race_for_its_ref_and_the_loser_takes_another(three: tuple) -> None:
+    _, (a, b, _), job, clock = three
+    assert a._claim_chosen(job, "t0", "a.w", 30.0, clock()) is not None
+    with pytest.raises(InvalidTransition):
+        b._claim_chosen(job, "t0", "b.w", 30.0, clock())  # built on a stale view of t0: refused, fetched, no longer queued
+    lease = b.claim("b.w", 30.0, clock(), job_id=job)
+    assert lease is not None and lease.task != "t0"
+
+
+class RacingMachines(RuleBasedStateMachine):
+    """Three machines claim, renew, finish, expire and fetch in any interleaving, each from its own view."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.TemporaryDirectory()
+        self.clock = Clock()
+        root = Path(self.dir.name)
+        self.bare, self.swarms, self.job = make_clones(root, self.clock)
+        self.swarms.append(add_clone(root, self.bare, "c", self.clock))
+        self.ledgers = [
+            RemoteLedger(s.ledger, Arbiter(s, "origin", sleep=lambda s: None), clock_skew=1.0, clock=self.clock) for s in self.swarms
+        ]
+        self.leases: list[list[Lease]] = [[] for _ in range(MACHINES)]
+
+    def teardown(self) -> None:
+        for swarm in self.swarms:
+            swarm.close()
+        self.dir.cleanup()
+
+    def union(self):  # type: ignore[no-untyped-def]
+        return replay(remote_ops(self.bare, self.job), "job")
+
+    @rule(who=st.integers(0, MACHINES - 1))
+    def claim(self, who: int) -> None:
+        lease = self.ledgers[who].claim(f"m{who}.w", 5.0, self.clock(), job_id=self.job)
+        if lease is not None:
+            self.leases[who].append(lease)
+            return
+        # Nobody starves: a machine gets no task only when none is queued (as the remote holds it).
+        queued = [t for t in self.union().tasks.values() if t.state is TaskState.QUEUED and t.not_before <= self.clock()]
+        assert not queued, f"m{who} got nothing while {[t.id for t in queued]} were queued"
+
+    @precondition(lambda self: any(self.leases))
+    @rule(who=st.integers(0, MACHINES - 1), ok=st.booleans())
+    def finish(self, who: int, ok: bool) -> None:
+        if self.leases[who]:
+            lease = self.leases[who].pop(0)
+            try:
+                self.ledgers[who].finish(lease, ok, self.clock())
+            except LeaseLost:
+                pass  # fenced: its lease was expired elsewhere
+
+    @rule(who=st.integers(0, MACHINES - 1))
+    def renew(self, who: int) -> None:
+        if self.leases[who]:
+            try:
+                self.leases[who][0] = self.ledgers[who].renew(self.leases[who][0], 5.0, self.clock())
+            except LeaseLost:
+                self.leases[who].pop(0)
+
+    @rule(seconds=st.sampled_from([0.5, 3.0, 7.0]))
+    def wait(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    @rule(who=st.integers(0, MACHINES - 1))
+    def expire(self, who: int) -> None:
+        self.ledgers[who].expire(self.clock())
+
+    @rule()
+    def converge(self) -> None:
+        """Once every clone fetched everything, all hold the same state: the same tree, the canonical replay."""
+        for ledger in self.ledgers:
+            ledger.arbiter.sync([self.job])
+        trees = {ledger.refs.snapshot(self.job).tree for ledger in self.ledgers}
+        assert len(trees) == 1
+
+    @invariant()
+    def one_holder_per_task_and_every_accepted_op_applies(self) -> None:
+        result = self.union()
+        assert result.skipped == 0  # no accepted claim overturned, no accepted finish stale
+        holders: dict[str, list[int]] = {}
+        for who in range(MACHINES):
+            for lease in self.leases[who]:
+                task = result.tasks[lease.task]
+                if task.state is TaskState.RUNNING and task.claims == lease.token:
+                    assert task.owner == lease.owner
+                    holders.setdefault(lease.task, []).append(who)
+        assert all(len(found) == 1 for found in holders.values()), holders
+
+
+TestRacingMachines = RacingMachines.TestCase
+TestRacingMachines.settings = settings(
+    max_examples=6, stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
