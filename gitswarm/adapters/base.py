@@ -6,14 +6,16 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gitswarm.adapters.process import ProcessResult
-from gitswarm.adapters.proxy import Proxy
 from gitswarm.adapters.sandbox import Decision
 from gitswarm.model.artifacts import Artifact, BlobRef
 from gitswarm.model.records import TaskSpec
 from gitswarm.model.routing import Route
+
+if TYPE_CHECKING:  # an annotation only: a run with no endpoint proxy never loads its module (sockets, threads)
+    from gitswarm.adapters.proxy import Proxy
 
 BlobWriter = Callable[[bytes, int], BlobRef]  # (data, bytes dropped) -> a stored blob
 

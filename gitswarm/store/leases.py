@@ -270,8 +270,12 @@ class Ledger(LeaseEnds):
         if not rows:
             return None
         top = max(r[0] for r in rows)
-        _, job, task = random.choice([r for r in rows if r[0] == top])
+        _, job, task = self._choose([r for r in rows if r[0] == top])
         return job, task
+
+    def _choose(self, candidates: list[tuple[int, str, str]]) -> tuple[int, str, str]:
+        """Of the (priority, job, task) candidates, the one to claim: any (workers spread at random)."""
+        return random.choice(candidates)
 
     def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
         return self.refs.next_op(

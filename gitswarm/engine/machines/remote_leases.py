@@ -20,6 +20,8 @@ summaries) stay local and travel with the next accepted commit.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 from collections.abc import Callable, Sequence
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
@@ -36,7 +38,7 @@ from gitswarm.store.leases import LAPSED, STOPPED, Ask, Built, Lease, Ledger, Re
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
 OFFER_ROUNDS = 64  # refusals in a row (the remote kept moving) before an operation gives up
 CLAIM_PICKS = 8
-REMOTE_CLAIM_SPREAD = 32
+REMOTE_CLAIM_SPREAD = 256  # the queued tasks a remote claim ranks (its own order) to take the first
 REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep taking them first
 # The operations that move a task's lease: each goes to that task's claim ref on the remote (layout.claim_ref).
 LEASE_OPS = (TaskClaimed, LeaseRenewed, LeaseExpired, TaskFinished)
@@ -54,8 +56,10 @@ class RemoteRejected(WorkFailed):
 class RemoteLedger(Ledger):
     """`Leases` decided by a git remote (`work --remote`): each transition a push the remote accepts."""
 
-    # Machines that pick among more tasks pick the same one less often: of W workers choosing at once among N,
-    # about W²/2N pairs collide (a refused push and a fetch each); 32 keeps a dozen workers to about two.
+    # Every machine sees the others' claims only at its next fetch, so each ranks the queued tasks its own way
+    # (rendezvous hashing by this worker's key: `_rank`) and takes its best: machines that agree on what is
+    # queued still pick different tasks, and one picks a task taken since its last fetch about as often as the
+    # share of the queue the others took meanwhile, not the share of the few first tasks.
     claim_spread = REMOTE_CLAIM_SPREAD
 
     def __init__(
@@ -69,6 +73,7 @@ class RemoteLedger(Ledger):
         self.problem = ""  # why the last push did not land, while that lasts ("" once one did)
         self.on_problem: Callable[[str], None] = lambda problem: None
         self.on_race: Callable[[], None] = lambda: None  # told of each push another machine's got ahead of
+        self._ranked_by: tuple[int, bytes] = (0, b"")  # (pid, its key prefix) of _rank
 
     def report_problems(self, listener: Callable[[str], None], races: Callable[[], None] = lambda: None) -> None:
         """Tell `listener` why pushes do not land (a refusal's reason, an unanswered remote), and "" once one does;
@@ -149,6 +154,16 @@ class RemoteLedger(Ledger):
             self.problem = problem
             self.on_problem(problem)
 
+    def _rank(self, task: str) -> bytes:
+        """Where `task` comes in this worker's own order of the queue (rendezvous hashing)."""
+        # This worker process's own order: its machine's key and its pid (asked now: workers are forked).
+        if self._ranked_by[0] != os.getpid():
+            self._ranked_by = (os.getpid(), f"{self.arbiter.machine.public}/{os.getpid()}\0".encode())
+        return hashlib.blake2b(self._ranked_by[1] + task.encode(), digest_size=8).digest()
+
+    def _choose(self, candidates: list[tuple[int, str, str]]) -> tuple[int, str, str]:
+        return min(candidates, key=lambda row: self._rank(f"{row[1]}/{row[2]}"))
+
     def lease_length(self, spec: TaskSpec, ttl: float) -> float:
         """How long a claim of a task holds before it must be renewed: its timeout plus a grace, at most `ttl`."""
         return min(spec.timeout + LEASE_GRACE_SECONDS, ttl)
@@ -198,7 +213,8 @@ class RemoteLedger(Ledger):
             if exhausted(s.job, s.state, now) is not None:
                 raise InvalidTransition("the job's budget is spent")
             query, params = self._claim_query(now, s.job_id, exclude, skip)
-            rows = [task for _, task, _ in self.index.db.execute(query, [*params[:-1], len(owners) * 2])]
+            ranked = sorted(self.index.db.execute(query, params), key=lambda row: (-row[2], self._rank(f"{row[0]}/{row[1]}")))
+            rows = [task for _, task, _ in ranked[: len(owners) * 2]]
             queued = [t for t in (s.task(task) for task in rows) if t.state is TaskState.QUEUED][: len(owners)]
             granted[:] = list(zip(owners, (t.id for t in queued)))
             if not granted:
