@@ -18,11 +18,13 @@ from pathlib import Path
 
 from gitswarm.store.locks import held
 
+FETCH_DIR = "fetch"  # under <git common dir>/gitswarm/: the lock and the last fetch of each remote
+
 
 def coalesced_fetch(common_dir: Path, key: str, jobs: Collection[str] | None, fetch: Callable[[], None]) -> bool:
     """Run `fetch` (of `jobs`, or every job when None) under the clone's fetch lock for remote `key`, unless
     a fetch covering them started while this one waited; whether it ran."""
-    where = common_dir / "gitswarm" / "fetch"
+    where = common_dir / "gitswarm" / FETCH_DIR
     asked = time.time_ns()
     with held(where / f"{key}.lock"):
         last = _last(where / f"{key}.json")

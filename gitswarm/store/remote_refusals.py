@@ -19,12 +19,14 @@ from pathlib import Path
 
 from gitswarm.model.errors import GitswarmError
 
+REFUSED_DIR = "refused"  # under <git common dir>/gitswarm/
+
 
 class RemoteRefusals:
     """The refused jobs of one remote, on disk."""
 
     def __init__(self, common_dir: Path, key: str) -> None:
-        self.path = common_dir / "gitswarm" / "refused" / f"{key}.json"
+        self.path = common_dir / "gitswarm" / REFUSED_DIR / f"{key}.json"
         self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of what _cache holds
         self._cache: dict[str, str] = {}
 

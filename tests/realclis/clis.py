@@ -69,6 +69,10 @@ args = {args}
 
 [implement]
 args = {args}
+
+# Its endpoint is in its arguments, not in a variable: network = "endpoint" needs it named (docs/sandbox.md).
+[sandbox]
+hosts = ["127.0.0.1:{lab.port}"]
 """
 
 
@@ -108,6 +112,10 @@ args = {args}
 
 [implement]
 args = {args}
+
+# Its endpoint is in its arguments, not in a variable: network = "endpoint" needs it named (docs/sandbox.md).
+[sandbox]
+hosts = ["127.0.0.1:{lab.port}"]
 """
 
 
@@ -133,7 +141,11 @@ def hermes_spec(lab: Any) -> str:
 extends = "hermes"
 
 [env]
-{proxy_env(lab)}"""
+{proxy_env(lab)}
+# Its endpoint is in its config.yaml, not in a variable: network = "endpoint" needs it named (docs/sandbox.md).
+[sandbox]
+hosts = ["127.0.0.1:{lab.port}"]
+"""
 
 
 def omp_spec(lab: Any) -> str:

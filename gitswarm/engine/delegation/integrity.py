@@ -40,10 +40,12 @@ from gitswarm.model.ids import GENERATED_ID, TASK_ID
 from gitswarm.model.paths import quote_path
 from gitswarm.model.records import runs_in_users_tree
 from gitswarm.store.errorlogs import repo_log_dir
+from gitswarm.store.fetch_gate import FETCH_DIR
 from gitswarm.store.index import Index
 from gitswarm.store.layout import JOBS_PREFIX, NOTES_REF
 from gitswarm.store.memory_cache import cache_path
 from gitswarm.store.refs import ref_targets
+from gitswarm.store.remote_refusals import REFUSED_DIR
 from gitswarm.store.workspace import status_entries
 from gitswarm.store.worktrees import BRANCH_PREFIX, legacy_root
 
@@ -74,7 +76,7 @@ UNWATCHED_OWN_FILES = (
 # first (store/signing.py: the sealing key, made by the first verdict). Appearing is no
 # violation; any change once it exists is. (An agent runs as the user and can read the
 # key anyway: letting it appear adds nothing an agent could not already do.)
-CREATED_ON_FIRST_USE = ("seal.key",)
+CREATED_ON_FIRST_USE = ("seal.key", "machine.key")  # machine.key: store/machine_key.py, by the first remote claim
 # gitswarm's append-only records of what this clone made (store/trust.py): a submission or a steer by
 # the user while an agent runs appends to them. Lines appended are allowed, when each is an id gitswarm
 # makes; anything else (a line rewritten or removed, a file replaced) is a violation.
@@ -279,7 +281,11 @@ def _files(watch: Watch) -> dict[str, Stamp]:
     paths += [p for listed in GIT_DIR_LISTED for p in _listed(common / listed) if p not in unwatched]
     if watch.workdir is not None:
         paths.append(_user_git_dir(watch.workdir, common) / "HEAD")
-    paths += _own_files(common / "gitswarm", {watch.root, legacy_root(common), repo_log_dir(common), cache_path(common).parent})
+    # Skipped too: what `work --remote` writes while agents run, its fetch gate's lock and record and the
+    # jobs refused from a remote (an agent that wrote them could only make this clone fetch again or skip a job).
+    skipped = {watch.root, legacy_root(common), repo_log_dir(common), cache_path(common).parent,
+               common / "gitswarm" / FETCH_DIR, common / "gitswarm" / REFUSED_DIR}
+    paths += _own_files(common / "gitswarm", skipped)
     paths += _listed(watch.worktree.parent) + _listed(watch.root)
     return {str(path): _stamp(path) for path in paths}
 

@@ -284,7 +284,12 @@ def test_gitswarms_own_concurrent_writes_are_not_violations(project: Path) -> No
     git(project, "update-ref", f"refs/heads/swarm/{job}/sibling", head)
     git(project, "update-ref", "refs/notes/swarm", head)
     git(project, "update-ref", "refs/gitswarm/shadow/origin/jobs/x", head)
-    for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.lock", "merge.lock", "preflight.json", "seal.key"):
+    for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.lock", "merge.lock", "preflight.json", "seal.key",
+                 "machine.key"):
+        (common / "gitswarm" / name).write_text("written by gitswarm\n")
+    # `work --remote`'s watch fetching while an agent runs (found with the real CLIs): its fetch gate and refusals.
+    for name in ("fetch/origin.lock", "fetch/origin.json", "refused/origin.json"):
+        (common / "gitswarm" / name).parent.mkdir(exist_ok=True)
         (common / "gitswarm" / name).write_text("written by gitswarm\n")
     (common / "gitswarm" / "cache").mkdir()
     (common / "gitswarm" / "cache" / "memory.msgpack").write_bytes(b"the records, decoded by another worker")
