@@ -20,9 +20,11 @@ import msgspec
 
 from gitswarm.model import codec
 from gitswarm.model.errors import GitswarmError
+from gitswarm.model.ids import new_id
 from gitswarm.model.ops import Op
 from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
+from gitswarm.model.replay import replay
 from gitswarm.store import layout
 
 
@@ -143,3 +145,28 @@ def job_files(repo: Path, ops: list[Mapping[str, Any]]) -> dict[str, str]:
 
 def push(repo: Path, *refspecs: str, remote: str = "origin") -> None:
     run_git(repo, "push", "-q", "--force", remote, *refspecs)
+
+
+def forge_replayed(repo: Path, ref: str, ops: list[Mapping[str, Any]], remote: str = "origin") -> str:
+    """Append one commit per op (ids and Lamport clocks filled in) onto the tip of `ref` on `remote`, each
+    tree the canonical replay of every op of the history so far (a skipped op is allowed, as a replay skips
+    it), and force-push it there; the new tip."""
+    run_git(repo, "fetch", "-q", remote, f"+{ref}:{ref}")
+    tip = run_git(repo, "rev-parse", ref)
+    history: list[Mapping[str, Any]] = []
+    for commit in run_git(repo, "rev-list", "--reverse", "--no-merges", tip).split():
+        body = run_git(repo, "log", "-1", "--format=%B", commit).partition("\n\n")[2]
+        history += [json.loads(line) for line in body.splitlines() if line.strip()]
+    clock = max(op["clock"] for op in history)
+    files = tree_files(repo, tip)
+    for raw in ops:
+        clock += 1
+        op = {"v": 1, "id": new_id(), "clock": clock, **raw}
+        history.append(op)
+        result = replay([msgspec.convert(dict(o), Op) for o in history], ref)
+        files = {p: o for p, o in files.items() if not p.startswith(layout.TASKS_FANS) and p != layout.STATE_PATH}
+        files[layout.STATE_PATH] = hash_object(repo, codec.encode(result.state))
+        files.update((layout.task_path(t.id), hash_object(repo, codec.encode(t))) for t in result.tasks.values())
+        tip = commit_tree(repo, write_tree(repo, files), op_message(op), tip)
+    push(repo, f"{tip}:{ref}", remote=remote)
+    return tip

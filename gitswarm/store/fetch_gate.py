@@ -28,7 +28,9 @@ def coalesced_fetch(common_dir: Path, key: str, jobs: Collection[str] | None, fe
     asked = time.time_ns()
     with held(where / f"{key}.lock"):
         last = _last(where / f"{key}.json")
-        if last is not None and last[0] >= asked and (last[1] is None or (jobs is not None and set(jobs) <= last[1])):
+        # Started after this one asked, and not in the future (a clock stepped back, a file written by anyone
+        # else: such a record never stands in for a fetch).
+        if last is not None and asked <= last[0] <= time.time_ns() and (last[1] is None or (jobs is not None and set(jobs) <= last[1])):
             return False
         started = time.time_ns()
         fetch()

@@ -12,6 +12,7 @@ count only in commits signed by the same key (store/pulled_jobs.py).
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -59,19 +60,24 @@ class MachineKey:
         return key
 
     def _create(self) -> Ed25519PrivateKey:
+        """Write a new key whole to a file of its own, then link it into place: a process that reads the key
+        meanwhile finds none or all of it, and of two processes making one, the first link wins."""
         key = Ed25519PrivateKey.generate()
         data = key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption())
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".machine-key-")
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(tmp, self.path)
         except FileExistsError:
             made = self._load()  # another process made it first
             assert made is not None
             return made
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        finally:
+            os.unlink(tmp)
         return key
 
 

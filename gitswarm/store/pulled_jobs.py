@@ -48,11 +48,14 @@ class Intake:
 
     def __init__(
         self, repo: GitRepo, limits: PullLimits = PullLimits(), now: float | None = None, machines: frozenset[str] | None = None,
+        require_keys: bool = False,
     ) -> None:
         self.repo = repo
         self.limits = limits
         self.now = now  # this clone's clock: an op dated past it (by more than FUTURE_SLACK) is refused
         self.machines = machines  # the machine keys whose claims count (None: any key; store/machine_key.py)
+        # A history taken through `work --remote` (or with machines listed): every claim in it names its key.
+        self.require_keys = require_keys or machines is not None
         self.spent = 0
         self.parsed: dict[str, list[tuple[str, Op]]] = {}  # commit id -> its (line, op)s, decoded once
 
@@ -119,36 +122,57 @@ class Intake:
         """Which machine wrote a lease op rests on the commit's signature, never on a field a forger copies:
         a claim that names a machine key is in a commit that key signed (and, where the allowed-signers file
         names machines, the key is one of them); a renewal or finish of that lease, and an expiry of it
-        before its deadline, are in commits the same key signed."""
-        holders: dict[tuple[str, int], tuple[str | None, float]] = {}  # (task, token) -> key, deadline
+        before its deadline (by this clone's clock too), are in commits the same key signed. A lease is
+        claimed once: a second claim of a (task, token) that a keyed claim holds, here or in the pull, is
+        refused (the remote's compare-and-swap never lets an honest one through). With `require_keys`
+        (a history taken through `work --remote`), every claim names its key."""
+        holders: dict[tuple[str, int], list[object]] = {}  # (task, token) -> [key, deadline], as the pull goes
+        seen: set[str] = set()
         for commit in commits:
             signer: list[str | None] = []  # computed once, when an op needs it
             for _, op in self.parsed[commit.oid]:
-                if not isinstance(op, (TaskClaimed, LeaseRenewed, TaskFinished, LeaseExpired)):
+                if not isinstance(op, (TaskClaimed, LeaseRenewed, TaskFinished, LeaseExpired)) or op.id in seen:
                     continue
+                seen.add(op.id)
                 at = f"{where}@{commit.oid[:12]}:{op.id}"
                 if not signer:
                     signer.append(self._signer(commit.oid))
+                lease = (op.task, op.token)
+                if lease not in holders:
+                    holders[lease] = list(_held_here(local, op.task, op.token))
+                key, deadline = holders[lease]
                 if isinstance(op, TaskClaimed):
-                    holders[(op.task, op.token)] = (op.key, op.lease_expires)
-                    if op.key is None:
-                        continue
-                    if signer[0] != op.key:
-                        raise CorruptRecord(f"{at}: a claim naming machine key {_short(op.key)} in a commit {_signed_by(signer[0])}")
-                    if self.machines is not None and op.key not in self.machines:
-                        raise CorruptRecord(f"{at}: a claim by machine key {_short(op.key)}, which the allowed-signers file does not list")
+                    self._check_claim(op, signer[0], key, _claimed_here(local, op.task, op.token) or deadline != 0.0, at)
+                    holders[lease] = [op.key, op.lease_expires]
                     continue
-                key, deadline = holders.get((op.task, op.token)) or _held_here(local, op.task, op.token)
                 if key is None or signer[0] == key:
-                    if isinstance(op, LeaseRenewed) and (op.task, op.token) in holders:
-                        holders[(op.task, op.token)] = (key, op.lease_expires)
+                    if isinstance(op, LeaseRenewed):
+                        holders[lease][1] = op.lease_expires
                     continue
-                if isinstance(op, LeaseExpired) and op.at + EXPIRY_SLACK >= deadline:
+                assert isinstance(key, str) and isinstance(deadline, float)
+                if isinstance(op, LeaseExpired) and self._lapsed(op, deadline):
                     continue  # a lapsed lease: any machine may expire it
                 raise CorruptRecord(
-                    f"{at}: a {op.__struct_config__.tag} of lease {op.token} of {op.task}, held by machine key {_short(key)}, "
+                    f"{at}: {op.__struct_config__.tag} of lease {op.token} of {op.task}, held by machine key {_short(key)}, "
                     f"in a commit {_signed_by(signer[0])}"
                 )
+
+    def _check_claim(self, op: TaskClaimed, signer: str | None, holder: object, claimed: bool, at: str) -> None:
+        if claimed and (op.key is not None or holder is not None):
+            raise CorruptRecord(f"{at}: a second claim of lease {op.token} of {op.task}, which a machine's signed claim holds")
+        if op.key is None:
+            if self.require_keys:
+                raise CorruptRecord(f"{at}: a claim naming no machine key, in a history taken through the remote that arbitrates it")
+            return
+        if signer != op.key:
+            raise CorruptRecord(f"{at}: a claim naming machine key {_short(op.key)} in a commit {_signed_by(signer)}")
+        if self.machines is not None and op.key not in self.machines:
+            raise CorruptRecord(f"{at}: a claim by machine key {_short(op.key)}, which the allowed-signers file does not list")
+
+    def _lapsed(self, op: LeaseExpired, deadline: float) -> bool:
+        """Whether an expiry not signed by the holder ends a lease that ran out: dated after its deadline (less
+        the machines' clock slack) and, by this clone's own clock, past it (a forger writes `at`, not our clock)."""
+        return op.at + EXPIRY_SLACK >= deadline and (self.now is None or self.now >= deadline)
 
     def _signer(self, oid: str) -> str | None:
         """The machine key that signed commit `oid` (None: unsigned, or a signature that does not verify)."""
@@ -214,6 +238,11 @@ def _held_here(local: Snapshot | None, task_id: str, token: int) -> tuple[str | 
     if task.claims != token:
         return None, 0.0
     return task.holder_key, task.lease_expires or 0.0
+
+
+def _claimed_here(local: Snapshot | None, task_id: str, token: int) -> bool:
+    """Whether this clone saw a claim of lease `token` of the task already (its claim count is past it)."""
+    return local is not None and task_id in local.task_ids() and local.task(task_id).claims >= token
 
 
 def _short(key: str) -> str:

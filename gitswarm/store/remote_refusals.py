@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from gitswarm.model.errors import GitswarmError
+from gitswarm.store.locks import held
 
 REFUSED_DIR = "refused"  # under <git common dir>/gitswarm/
 
@@ -27,7 +28,7 @@ class RemoteRefusals:
 
     def __init__(self, common_dir: Path, key: str) -> None:
         self.path = common_dir / "gitswarm" / REFUSED_DIR / f"{key}.json"
-        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of what _cache holds
+        self._seen: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) of what _cache holds
         self._cache: dict[str, str] = {}
 
     def read(self) -> dict[str, str]:
@@ -37,21 +38,27 @@ class RemoteRefusals:
         except FileNotFoundError:
             self._seen, self._cache = None, {}
             return {}
-        if self._seen != (stat.st_mtime_ns, stat.st_size):
+        if self._seen != (stat.st_ino, stat.st_mtime_ns, stat.st_size):
             try:
                 data = json.loads(self.path.read_text())
             except (OSError, ValueError):
                 data = {}
             self._cache = {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-            self._seen = (stat.st_mtime_ns, stat.st_size)
+            self._seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         return dict(self._cache)
 
     def update(self, refused: Mapping[str, str], taken: Collection[str]) -> dict[str, str]:
-        """Add the jobs `refused` now, drop those whose history a sync just `taken`; what is refused after."""
-        before = self.read()
-        after = {job: why for job, why in before.items() if job not in taken} | dict(refused)
-        if after != before:
-            self._write(after)
+        """Add the jobs `refused` now, drop those whose history a sync just `taken`; what is refused after.
+        Under a lock: two processes syncing at once never drop each other's refusals."""
+        if not refused and not taken:
+            return self.read()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with held(self.path.with_suffix(".lock")):
+            self._seen = None  # read it again under the lock, whatever its stamp
+            before = self.read()
+            after = {job: why for job, why in before.items() if job not in taken} | dict(refused)
+            if after != before:
+                self._write(after)
         return after
 
     def _write(self, refused: Mapping[str, str]) -> None:

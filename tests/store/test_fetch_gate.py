@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -49,3 +50,13 @@ def test_refused_jobs_are_shared_and_leave_once_taken(tmp_path: Path) -> None:
     assert one.read() == {"j2": "rewound"}
     one.path.write_text("not json")
     assert RemoteRefusals(tmp_path, "origin").read() == {}
+
+
+def test_a_record_dated_in_the_future_never_stands_in_for_a_fetch(tmp_path: Path) -> None:
+    """A clock stepped back, or a file written by anything else: a fetch 'started' an hour from now skips nothing."""
+    where = tmp_path / "gitswarm" / "fetch"
+    where.mkdir(parents=True)
+    (where / "origin.json").write_text(json.dumps({"started": time.time_ns() + 3600 * 10**9, "jobs": None}))
+    calls: list[int] = []
+    assert coalesced_fetch(tmp_path, "origin", None, lambda: calls.append(1))
+    assert calls == [1]

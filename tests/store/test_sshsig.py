@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import stat
 import subprocess
@@ -108,3 +109,16 @@ def test_only_gitswarm_machine_principals_pin_the_machines(tmp_path: Path) -> No
     allowed.write_text(f'alice@example.com,gitswarm-machine@h namespaces="git" {ours} comment\n')
     assert allowed_machines(allowed) == frozenset({ours})
     assert allowed_machines(None) is None and allowed_machines(tmp_path / "absent") is None
+
+
+def test_processes_making_the_machine_key_at_once_all_get_the_one_key(tmp_path: Path) -> None:
+    """Workers forked before any of them made the key: none reads a half-written file, all sign with one key."""
+    context = multiprocessing.get_context("fork")
+    with context.Pool(8) as pool:
+        keys = pool.map(_public_of, [tmp_path] * 24)
+    assert len(set(keys)) == 1 and keys[0] == MachineKey(tmp_path).public
+    assert sorted(p.name for p in (tmp_path / "gitswarm").iterdir()) == ["machine.key"]  # no temporary file left
+
+
+def _public_of(common: Path) -> str:
+    return MachineKey(common).public

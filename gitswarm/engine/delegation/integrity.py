@@ -282,7 +282,8 @@ def _files(watch: Watch) -> dict[str, Stamp]:
     if watch.workdir is not None:
         paths.append(_user_git_dir(watch.workdir, common) / "HEAD")
     # Skipped too: what `work --remote` writes while agents run, its fetch gate's lock and record and the
-    # jobs refused from a remote (an agent that wrote them could only make this clone fetch again or skip a job).
+    # jobs refused from a remote. An agent outside the sandbox that wrote them could make this clone skip a
+    # job or hold its fetches (the gate never trusts a record dated in the future); in the sandbox it cannot.
     skipped = {watch.root, legacy_root(common), repo_log_dir(common), cache_path(common).parent,
                common / "gitswarm" / FETCH_DIR, common / "gitswarm" / REFUSED_DIR}
     paths += _own_files(common / "gitswarm", skipped)

@@ -135,8 +135,10 @@ class Arbiter:
         WorkFailed when the remote cannot be reached."""
         rewound = fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
         report = PullReport(remote=self.remote, invalid=dict(rewound))
-        integrate_jobs(self.swarm, self.key, report, jobs, self.machines)
-        taken = [*report.new, *report.updated, *report.merged, *report.unchanged]
+        integrate_jobs(self.swarm, self.key, report, jobs, self.machines, arbitrated=True)
+        # Only a history actually taken clears a refusal: "unchanged" is also what a process sees that skipped its
+        # fetch while another put a rewound job's shadow back to what was seen.
+        taken = [*report.new, *report.updated, *report.merged]
         self.refused = self.refusals.update(report.invalid, [job for job in taken if job not in report.invalid])
         named = sorted(set(jobs or ()) & set(report.invalid))
         if named:

@@ -237,13 +237,15 @@ def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None =
 
 def integrate_jobs(
     swarm: Swarm, key: str, report: PullReport, jobs: Collection[str] | None = None, machines: frozenset[str] | None = None,
+    arbitrated: bool = False,
 ) -> None:
     """Move the live job refs to hold what the shadow of remote `key` holds (all jobs, or only `jobs`):
     checked as hostile input, then adopted, fast-forwarded or merged, each by compare-and-swap.
-    `machines`: the machine keys whose claims count (machine_keys())."""
+    `machines`: the machine keys whose claims count (machine_keys()); `arbitrated`: taken through
+    `work --remote`, where every honest claim names its machine key."""
     prefix = _shadow(key)
     repo = swarm.repo
-    intake = Intake(repo, pull_limits(swarm), swarm.clock(), machines)
+    intake = Intake(repo, pull_limits(swarm), swarm.clock(), machines, require_keys=arbitrated)
     plans = []
     for ref, theirs in sorted(repo.list_refs(prefix + "jobs/").items()):
         job_id = ref[len(prefix + "jobs/"):]
@@ -321,7 +323,7 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
 def integrate_tip(swarm: Swarm, job_id: str, theirs: str, machines: frozenset[str] | None = None) -> str:
     """Bring one commit of a job, already in this repository, into the live ref: fast-forward or merge
     (`work --remote`: a commit the remote accepted while another process here moved the ref)."""
-    intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock(), machines)
+    intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock(), machines, require_keys=True)
     return _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
 
 

@@ -24,7 +24,7 @@ from gitswarm.store import layout
 from gitswarm.store.machine_key import allowed_line
 from tests.conftest import git
 from tests.engine.machines.test_remote_leases import Clock, make_clones
-from tests.forge import forge_history, history_ops, push, run_git
+from tests.forge import forge_history, forge_replayed, history_ops, push, run_git
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_a_forged_finish_of_another_machines_lease_never_counts(clones: tuple) -
     assert lease is not None
     actor = a.refs.actor
     forge_on_remote(attacker, job, {"op": "finished", "at": clock() + 1, "actor": actor, "task": lease.task, "token": lease.token, "ok": True})
-    with pytest.raises(RemoteRefused, match=r"a finished of lease 1 of t\d, held by machine key .*it did not sign"):
+    with pytest.raises(RemoteRefused, match=r"finished of lease 1 of t\d, held by machine key .*it did not sign"):
         b.arbiter.sync([job])
     assert b.refs.snapshot(job).task(lease.task).state is not TaskState.SUCCEEDED
     with pytest.raises(RemoteRefused, match="did not sign"):
@@ -152,3 +152,74 @@ def test_with_machines_in_the_allowed_signers_file_only_their_claims_count(clone
     allowed.write_text(allowed.read_text() + allowed_line(a.arbiter.machine.public, "a") + "\n")
     Arbiter(b.arbiter.swarm, "origin", sleep=lambda s: None).sync([job])
     assert b.refs.snapshot(job).task(lease.task).state is TaskState.RUNNING
+
+
+# Found by a review that forged each of these with plumbing against the first version of the checks.
+
+
+def test_a_second_claim_of_a_held_lease_never_launders_a_forged_finish(clones: tuple) -> None:
+    """A second, unsigned claim with the holder's token and no key, then a finish by another actor: the replay
+    skips that claim (the task is running) but would apply the finish to the real holder's lease."""
+    _, (a, b), job, clock, attacker = clones
+    lease = a.claim("a.w1", 300.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    forge_replayed(attacker, layout.claim_ref(job, lease.task), [
+        {"op": "claimed", "at": clock() + 1, "actor": b.refs.actor, "task": lease.task, "token": lease.token,
+         "owner": "evil.w1", "lease_expires": clock() + 30},
+        {"op": "finished", "at": clock() + 2, "actor": a.refs.actor, "task": lease.task, "token": lease.token, "ok": True},
+    ])
+    for clone in (b, a):
+        with pytest.raises(RemoteRefused, match="a second claim of lease 1"):
+            clone.arbiter.sync([job])
+        assert clone.refs.snapshot(job).task(lease.task).state is TaskState.RUNNING
+
+
+@pytest.mark.parametrize(("ttl", "dated"), [(300.0, "past the deadline"), (30.0, "a second after the claim")])
+def test_an_expiry_of_a_live_lease_never_counts_whatever_it_is_dated(clones: tuple, ttl: float, dated: str) -> None:
+    """Dated just past the deadline (within the hour a pulled op may run ahead), or, with the default 30 s
+    lease, a second after the claim (within the 60 s slack for clocks): the lease is live by this clone's clock."""
+    _, (a, b), job, clock, attacker = clones
+    lease = a.claim("a.w1", ttl, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    at = lease.expires + 1 if dated == "past the deadline" else clock() + 1
+    forge_on_remote(attacker, job, {"op": "expired", "at": at, "actor": b.refs.actor, "task": lease.task, "token": lease.token,
+                                    "why": "lapsed", "attempt_used": False})
+    for clone in (a, b):
+        with pytest.raises(RemoteRefused, match="expired of lease 1 of t"):
+            clone.arbiter.sync([job])
+        assert clone.refs.snapshot(job).task(lease.task).state is TaskState.RUNNING
+
+
+def test_an_expiry_is_judged_against_the_renewed_deadline(clones: tuple) -> None:
+    _, (a, b), job, clock, attacker = clones
+    lease = a.claim("a.w1", 300.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    first = lease.expires
+    clock.now = first - 50
+    renewed = a.renew(lease, 300.0, clock())
+    assert renewed.expires > first + 200
+    clock.now = first + 1  # past the first deadline by every clock, long before the renewed one
+    forge_on_remote(attacker, job, {"op": "expired", "at": clock(), "actor": b.refs.actor, "task": lease.task,
+                                    "token": lease.token, "why": "lapsed", "attempt_used": False})
+    with pytest.raises(RemoteRefused, match="expired of lease 1 of t"):
+        b.arbiter.sync([job])  # pulls the signed renewal and the expiry together
+    assert b.refs.snapshot(job).task(lease.task).state is TaskState.RUNNING  # the history there is refused whole
+
+
+def test_a_claim_naming_no_machine_is_refused_through_the_remote(clones: tuple) -> None:
+    """Every claim `work --remote` pushes names its machine: a key-less one (and the finish after it) on a
+    claim ref never counts, allowed-signers file or not."""
+    _, (_, b), job, clock, attacker = clones
+    run_git(attacker, "fetch", "-q", "origin", f"+{layout.job_ref(job)}:{layout.job_ref(job)}")
+    run_git(attacker, "push", "-q", "origin", f"{run_git(attacker, 'rev-parse', layout.job_ref(job))}:{layout.claim_ref(job, 't0')}")
+    forge_replayed(attacker, layout.claim_ref(job, "t0"), [
+        {"op": "claimed", "at": clock() + 1, "actor": b.refs.actor, "task": "t0", "token": 1, "owner": "evil.w1",
+         "lease_expires": clock() + 30},
+        {"op": "finished", "at": clock() + 2, "actor": b.refs.actor, "task": "t0", "token": 1, "ok": True},
+    ])
+    with pytest.raises(RemoteRefused, match="a claim naming no machine key"):
+        b.arbiter.sync([job])
+    assert b.refs.snapshot(job).task("t0").state is TaskState.QUEUED
