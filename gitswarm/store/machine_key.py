@@ -91,7 +91,8 @@ def allowed_line(public: str, host: str) -> str:
 
 def allowed_machines(allowed_signers: Path | None) -> frozenset[str] | None:
     """The machine keys (`ssh-ed25519 BASE64`) an allowed-signers file lists under a `gitswarm-machine@`
-    principal; None when it lists none (or there is no file): then any machine's key counts.
+    principal; None when it lists none (or none is configured): then any machine's key counts. A file that is
+    configured but cannot be read lists none: no machine's claim counts.
 
     Lines are `principals [options] keytype base64 [comment]`; principals are comma-separated."""
     if allowed_signers is None:
@@ -99,7 +100,7 @@ def allowed_machines(allowed_signers: Path | None) -> frozenset[str] | None:
     try:
         text = allowed_signers.read_text(errors="replace")
     except OSError:
-        return None
+        return frozenset()  # configured and unreadable: no machine is listed, so none counts (closed, not open)
     keys = set()
     for line in text.splitlines():
         words = line.split()

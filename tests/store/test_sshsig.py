@@ -108,7 +108,8 @@ def test_only_gitswarm_machine_principals_pin_the_machines(tmp_path: Path) -> No
     assert allowed_machines(allowed) is None  # a file of people's keys pins no machine
     allowed.write_text(f'alice@example.com,gitswarm-machine@h namespaces="git" {ours} comment\n')
     assert allowed_machines(allowed) == frozenset({ours})
-    assert allowed_machines(None) is None and allowed_machines(tmp_path / "absent") is None
+    assert allowed_machines(None) is None
+    assert allowed_machines(tmp_path / "absent") == frozenset()  # configured, unreadable: closed, never open
 
 
 def test_processes_making_the_machine_key_at_once_all_get_the_one_key(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from gitswarm.engine.sharing.share import (
     PullReport,
-    fetch,
     fetch_jobs,
+    fetch_notes,
     integrate_jobs,
     integrate_tip,
     machine_keys,
@@ -251,7 +251,7 @@ class Arbiter:
                 return True
             if not done.rejected:
                 raise WorkFailed(f"push to {self.remote} failed: {done.said or 'no answer'}")
-            fetch(self.swarm, self.remote, self.key)
+            fetch_notes(self.swarm, self.remote, self.key)  # the notes alone: jobs go through sync's checks
             intake = Intake(repo, pull_limits(self.swarm), self.swarm.clock())
             who = (COMMITTER, f"{self.swarm.actor}@gitswarm")
             pull_notes(repo, repo.read_ref(f"refs/gitswarm/shadow/{self.key}/notes/swarm"), intake, who, self.swarm.clock())

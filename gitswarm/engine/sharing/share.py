@@ -102,6 +102,15 @@ def _shadow(key: str) -> str:
     return f"{SHADOW}{key}/"
 
 
+def fetch_notes(swarm: Swarm, remote: str, key: str) -> None:
+    """Fetch the remote's verdict notes alone into its shadow namespace; WorkFailed if it fails."""
+    prefix = _shadow(key)
+    try:
+        transport(swarm).fetch(remote, [f"+{layout.NOTES_REF}*:{prefix}notes/swarm*"])
+    except GitCommandError as exc:
+        raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
+
+
 def fetch(swarm: Swarm, remote: str, key: str) -> None:
     prefix = _shadow(key)
     try:
@@ -163,6 +172,15 @@ def keep_what_was_seen(swarm: Swarm, prefix: str, seen: dict[str, str]) -> dict[
     repo, refused = swarm.repo, {}
     for ref, before in seen.items():
         now = repo.read_ref(ref)
+        if now is None and ref.startswith(prefix + "claims/") and repo.read_ref(f"{prefix}jobs/{shadowed_job(prefix, ref)}"):
+            # A task's claim ref gone while its job is still there: gitswarm never deletes one, and with it gone the
+            # task's compare-and-swap would start again from nothing (a claim of a token already run).
+            repo.cas_ref(ref, before, None, "gitswarm: keep what was seen of a deleted claim ref")
+            refused[shadowed_job(prefix, ref)] = (
+                f"the remote's claim ref of task {ref.rsplit('/', 1)[-1]} was deleted; refused (set receive.denyDeletes "
+                "on the shared remote)"
+            )
+            continue
         if now is None or now == before:
             continue  # gone from the remote (its ref deleted), or unchanged
         try:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from gitswarm.engine.machines.arbiter import Arbiter
+from gitswarm.engine.machines.arbiter import Arbiter, RemoteRefused
 from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import InvalidTransition, LeaseLost
@@ -74,6 +74,20 @@ def test_two_machines_claiming_one_task_race_for_its_ref_and_the_loser_takes_ano
         b._claim_chosen(job, "t0", "b.w", 30.0, clock())  # built on a stale view of t0: refused, fetched, no longer queued
     lease = b.claim("b.w", 30.0, clock(), job_id=job)
     assert lease is not None and lease.task != "t0"
+
+
+def test_a_claim_ref_deleted_on_the_remote_refuses_its_job(three: tuple) -> None:
+    """gitswarm never deletes a claim ref: one gone while its job is there would let the task's compare-and-swap
+    start again from nothing (a claim of a token that already ran), so the job is refused and the ref kept."""
+    bare, (a, b, _), job, clock = three
+    lease = a.claim("a.w", 30.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    git(bare, "update-ref", "-d", layout.claim_ref(job, lease.task))  # what `git push origin :REF` does
+    with pytest.raises(RemoteRefused, match=f"claim ref of task {lease.task} was deleted"):
+        b.arbiter.sync([job])
+    assert job in b.arbiter.refused_jobs()
+    assert b.claim("b.w", 30.0, clock(), job_id=job) is None  # no task of the job is claimed from here
 
 
 class RacingMachines(RuleBasedStateMachine):
