@@ -97,7 +97,7 @@ class Intake:
         claimed_there = {(op.task, op.token) for _, op in brought if isinstance(op, TaskClaimed)}
         for at, op in brought:
             self._check_against_here(op, local, claimed_there, f"{at}:{op.id}")
-        self._check_signers(commits, local, where)
+        self._check_signers(commits, local, where, ours)
         if task_ids is None or job_blob is None:
             raise CorruptRecord(f"{where}: history does not start with this job's job_created")
         self._check_tree(job_id, theirs, local, task_ids, job_blob)
@@ -118,7 +118,7 @@ class Intake:
                 f"{where}: expires lease {op.token} of {op.task} at {op.at:.0f}, before its deadline {seen.lease_expires:.0f} as this clone saw it"
             )
 
-    def _check_signers(self, commits: list[CommitInfo], local: Snapshot | None, where: str) -> None:
+    def _check_signers(self, commits: list[CommitInfo], local: Snapshot | None, where: str, ours: str | None) -> None:
         """Which machine wrote a lease op rests on the commit's signature, never on a field a forger copies:
         a claim that names a machine key is in a commit that key signed (and, where the allowed-signers file
         names machines, the key is one of them); a renewal or finish of that lease, and an expiry of it
@@ -128,34 +128,58 @@ class Intake:
         (a history taken through `work --remote`), every claim names its key."""
         holders: dict[tuple[str, int], list[object]] = {}  # (task, token) -> [key, deadline], as the pull goes
         seen: set[str] = set()
+        # A walk that hides `ours` may still yield commits `ours` holds, where commit times do not rise along the
+        # history (machines' clocks differ; libgit2 stops marking what `ours` reaches by date): an op found in
+        # `ours` was judged when it came and is passed over. Read only when an op would be refused.
+        held: list[frozenset[str]] = []
         for commit in commits:
             signer: list[str | None] = []  # computed once, when an op needs it
             for _, op in self.parsed[commit.oid]:
                 if not isinstance(op, (TaskClaimed, LeaseRenewed, TaskFinished, LeaseExpired)) or op.id in seen:
                     continue
                 seen.add(op.id)
-                at = f"{where}@{commit.oid[:12]}:{op.id}"
-                if not signer:
-                    signer.append(self._signer(commit.oid))
-                lease = (op.task, op.token)
-                if lease not in holders:
-                    holders[lease] = list(_held_here(local, op.task, op.token))
-                key, deadline = holders[lease]
-                if isinstance(op, TaskClaimed):
-                    self._check_claim(op, signer[0], key, _claimed_here(local, op.task, op.token) or deadline != 0.0, at)
-                    holders[lease] = [op.key, op.lease_expires]
-                    continue
-                if key is None or signer[0] == key:
-                    if isinstance(op, LeaseRenewed):
-                        holders[lease][1] = op.lease_expires
-                    continue
-                assert isinstance(key, str) and isinstance(deadline, float)
-                if isinstance(op, LeaseExpired) and self._lapsed(op, deadline):
-                    continue  # a lapsed lease: any machine may expire it
-                raise CorruptRecord(
-                    f"{at}: {op.__struct_config__.tag} of lease {op.token} of {op.task}, held by machine key {_short(key)}, "
-                    f"in a commit {_signed_by(signer[0])}"
-                )
+                try:
+                    self._check_signed(op, commit, signer, holders, local, where)
+                except CorruptRecord:
+                    if not held:
+                        held.append(self._op_ids(ours))
+                    if op.id not in held[0]:
+                        raise
+
+    def _check_signed(
+        self, op: Op, commit: CommitInfo, signer: list[str | None], holders: dict[tuple[str, int], list[object]],
+        local: Snapshot | None, where: str,
+    ) -> None:
+        """One lease op of a pulled commit, as _check_signers says; CorruptRecord when it may not count."""
+        assert isinstance(op, (TaskClaimed, LeaseRenewed, TaskFinished, LeaseExpired))
+        at = f"{where}@{commit.oid[:12]}:{op.id}"
+        if not signer:
+            signer.append(self._signer(commit.oid))
+        lease = (op.task, op.token)
+        if lease not in holders:
+            holders[lease] = list(_held_here(local, op.task, op.token))
+        key, deadline = holders[lease]
+        if isinstance(op, TaskClaimed):
+            self._check_claim(op, signer[0], key, _claimed_here(local, op.task, op.token) or deadline != 0.0, at)
+            holders[lease] = [op.key, op.lease_expires]
+            return
+        if key is None or signer[0] == key:
+            if isinstance(op, LeaseRenewed):
+                holders[lease][1] = op.lease_expires
+            return
+        assert isinstance(key, str) and isinstance(deadline, float)
+        if isinstance(op, LeaseExpired) and self._lapsed(op, deadline):
+            return  # a lapsed lease: any machine may expire it
+        raise CorruptRecord(
+            f"{at}: {op.__struct_config__.tag} of lease {op.token} of {op.task}, held by machine key {_short(key)}, "
+            f"in a commit {_signed_by(signer[0])}"
+        )
+
+    def _op_ids(self, ours: str | None) -> frozenset[str]:
+        """The ids of every operation the local history `ours` holds."""
+        if ours is None:
+            return frozenset()
+        return frozenset(op.id for commit in self.repo.walk(ours) for _, op in parse_op_lines(commit, "local", Op))
 
     def _check_claim(self, op: TaskClaimed, signer: str | None, holder: object, claimed: bool, at: str) -> None:
         if claimed and (op.key is not None or holder is not None):

@@ -131,7 +131,7 @@ class Machine:
             [sys.executable, "-m", "gitswarm", *args], cwd=self.path, env=self.env, capture_output=True, text=True, timeout=300
         )
         if done.returncode != 0:
-            raise SystemExit(f"{self.name}: gitswarm {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
+            raise SystemExit(f"{self.name}: gitswarm {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}{done.stdout[-2000:]}")
         return done.stdout
 
 

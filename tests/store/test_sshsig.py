@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,13 +113,13 @@ def test_only_gitswarm_machine_principals_pin_the_machines(tmp_path: Path) -> No
 
 
 def test_processes_making_the_machine_key_at_once_all_get_the_one_key(tmp_path: Path) -> None:
-    """Workers forked before any of them made the key: none reads a half-written file, all sign with one key."""
-    context = multiprocessing.get_context("fork")
-    with context.Pool(8) as pool:
-        keys = pool.map(_public_of, [tmp_path] * 24)
-    assert len(set(keys)) == 1 and keys[0] == MachineKey(tmp_path).public
+    """Workers started before any of them made the key: none reads a half-written file, all sign with one key.
+    (Fresh interpreters: forking a test process that runs threads may deadlock the child.)"""
+    code = "import sys; from pathlib import Path; from gitswarm.store.machine_key import MachineKey; print(MachineKey(Path(sys.argv[1])).public)"
+    racing = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(12)]
+    said = [process.communicate(timeout=60) for process in racing]
+    assert all(process.returncode == 0 for process in racing), [err for _, err in said]
+    keys = {out.strip() for out, _ in said}
+    assert len(keys) == 1 and keys == {MachineKey(tmp_path).public}
     assert sorted(p.name for p in (tmp_path / "gitswarm").iterdir()) == ["machine.key"]  # no temporary file left
-
-
-def _public_of(common: Path) -> str:
-    return MachineKey(common).public

@@ -18,10 +18,15 @@ import pytest
 from gitswarm.engine.machines.arbiter import Arbiter, RemoteRefused
 from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import CorruptRecord
 from gitswarm.model.ids import new_id
+from gitswarm.model.ops import Op
 from gitswarm.model.records import TaskState
 from gitswarm.store import layout
+from gitswarm.store.jobs import Snapshot
 from gitswarm.store.machine_key import allowed_line
+from gitswarm.store.oplog import parse_op_lines
+from gitswarm.store.pulled_jobs import Intake
 from tests.conftest import git
 from tests.engine.machines.test_remote_leases import Clock, make_clones
 from tests.forge import forge_history, forge_replayed, history_ops, push, run_git
@@ -223,3 +228,22 @@ def test_a_claim_naming_no_machine_is_refused_through_the_remote(clones: tuple) 
     with pytest.raises(RemoteRefused, match="a claim naming no machine key"):
         b.arbiter.sync([job])
     assert b.refs.snapshot(job).task("t0").state is TaskState.QUEUED
+
+
+def test_a_commit_the_local_history_holds_is_never_judged_again(clones: tuple) -> None:
+    """Found with six machines: machines' clocks differ, so commit times do not rise along a job's history, and a
+    walk that hides the local tip may still yield commits it holds. Their claims are the lease this clone
+    holds, never a second claim of it."""
+    _, (a, b), job, clock, _ = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    repo = b.refs.repo
+    tip = repo.read_ref(layout.job_ref(job))
+    assert tip is not None
+    held = list(repo.walk(tip))  # what such a walk may yield: commits the local tip holds
+    intake = Intake(repo, now=clock(), require_keys=True)
+    intake.parsed = {c.oid: parse_op_lines(c, "job", Op) for c in held}
+    intake._check_signers(held, Snapshot(repo, job, tip), "job", tip)  # passes: each op is held here already
+    with pytest.raises(CorruptRecord, match="a second claim of lease 1"):
+        intake._check_signers(held, Snapshot(repo, job, tip), "job", None)  # judged as new, the claim is a second one
