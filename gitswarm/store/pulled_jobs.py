@@ -126,7 +126,7 @@ class Intake:
         claimed once: a second claim of a (task, token) that a keyed claim holds, here or in the pull, is
         refused (the remote's compare-and-swap never lets an honest one through). With `require_keys`
         (a history taken through `work --remote`), every claim names its key."""
-        holders: dict[tuple[str, int], list[object]] = {}  # (task, token) -> [key, deadline], as the pull goes
+        holders: dict[tuple[str, int], SeenLease] = {}  # (task, token) -> what is known of that lease, as the pull goes
         seen: set[str] = set()
         # A walk that hides `ours` may still yield commits `ours` holds, where commit times do not rise along the
         # history (machines' clocks differ; libgit2 stops marking what `ours` reaches by date): an op found in
@@ -147,7 +147,7 @@ class Intake:
                         raise
 
     def _check_signed(
-        self, op: Op, commit: CommitInfo, signer: list[str | None], holders: dict[tuple[str, int], list[object]],
+        self, op: Op, commit: CommitInfo, signer: list[str | None], holders: dict[tuple[str, int], SeenLease],
         local: Snapshot | None, where: str,
     ) -> None:
         """One lease op of a pulled commit, as _check_signers says; CorruptRecord when it may not count."""
@@ -155,23 +155,21 @@ class Intake:
         at = f"{where}@{commit.oid[:12]}:{op.id}"
         if not signer:
             signer.append(self._signer(commit.oid))
-        lease = (op.task, op.token)
-        if lease not in holders:
-            holders[lease] = list(_held_here(local, op.task, op.token))
-        key, deadline = holders[lease]
+        lease = holders.get((op.task, op.token))
+        if lease is None:
+            lease = holders[(op.task, op.token)] = _lease_here(local, op.task, op.token)
         if isinstance(op, TaskClaimed):
-            self._check_claim(op, signer[0], key, _claimed_here(local, op.task, op.token) or deadline != 0.0, at)
-            holders[lease] = [op.key, op.lease_expires]
+            self._check_claim(op, signer[0], lease, at)
+            holders[(op.task, op.token)] = SeenLease(claimed=True, key=op.key, deadline=op.lease_expires)
             return
-        if key is None or signer[0] == key:
+        if lease.key is None or signer[0] == lease.key:
             if isinstance(op, LeaseRenewed):
-                holders[lease][1] = op.lease_expires
+                lease.deadline = op.lease_expires
             return
-        assert isinstance(key, str) and isinstance(deadline, float)
-        if isinstance(op, LeaseExpired) and self._lapsed(op, deadline):
+        if isinstance(op, LeaseExpired) and self._lapsed(op, lease.deadline):
             return  # a lapsed lease: any machine may expire it
         raise CorruptRecord(
-            f"{at}: {op.__struct_config__.tag} of lease {op.token} of {op.task}, held by machine key {_short(key)}, "
+            f"{at}: {op.__struct_config__.tag} of lease {op.token} of {op.task}, held by machine key {_short(lease.key)}, "
             f"in a commit {_signed_by(signer[0])}"
         )
 
@@ -181,8 +179,8 @@ class Intake:
             return frozenset()
         return frozenset(op.id for commit in self.repo.walk(ours) for _, op in parse_op_lines(commit, "local", Op))
 
-    def _check_claim(self, op: TaskClaimed, signer: str | None, holder: object, claimed: bool, at: str) -> None:
-        if claimed and (op.key is not None or holder is not None):
+    def _check_claim(self, op: TaskClaimed, signer: str | None, lease: SeenLease, at: str) -> None:
+        if lease.claimed and (op.key is not None or lease.key is not None):
             raise CorruptRecord(f"{at}: a second claim of lease {op.token} of {op.task}, which a machine's signed claim holds")
         if op.key is None:
             if self.require_keys:
@@ -254,19 +252,24 @@ class Intake:
         self.charge(len(self.repo.read_blob(oid)), where, record=False)
 
 
-def _held_here(local: Snapshot | None, task_id: str, token: int) -> tuple[str | None, float]:
-    """The machine key of lease `token` of a task as this clone saw it, and its deadline (none: not seen)."""
-    if local is None or task_id not in local.task_ids():
-        return None, 0.0
-    task = local.task(task_id)
-    if task.claims != token:
-        return None, 0.0
-    return task.holder_key, task.lease_expires or 0.0
+@dataclass
+class SeenLease:
+    """What a pull knows of one lease (task, token) as it goes: whether a claim of it was seen (here or earlier in
+    the pull), the machine key that claim named, and the lease's deadline as its holder last set it."""
+
+    claimed: bool
+    key: str | None = None
+    deadline: float = 0.0
 
 
-def _claimed_here(local: Snapshot | None, task_id: str, token: int) -> bool:
-    """Whether this clone saw a claim of lease `token` of the task already (its claim count is past it)."""
-    return local is not None and task_id in local.task_ids() and local.task(task_id).claims >= token
+def _lease_here(local: Snapshot | None, task_id: str, token: int) -> SeenLease:
+    """Lease `token` of a task as this clone saw it (its key and deadline when it is the task's current one)."""
+    task = local.task(task_id) if local is not None else None  # a task check_op found in the job
+    if task is None or task.claims < token:
+        return SeenLease(claimed=False)
+    if task.claims > token:
+        return SeenLease(claimed=True)
+    return SeenLease(claimed=True, key=task.holder_key, deadline=task.lease_expires or 0.0)
 
 
 def _short(key: str) -> str:

@@ -5,35 +5,14 @@ from __future__ import annotations
 
 import signal
 import socket
-import socketserver
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from gitswarm.adapters import netbridge
 from gitswarm.adapters.hosts import Dest
 from gitswarm.adapters.proxy import Proxy
-
-
-class Echo(socketserver.BaseRequestHandler):
-    def handle(self) -> None:
-        while data := self.request.recv(65536):
-            self.request.sendall(data)
-
-
-@pytest.fixture
-def echo() -> Iterator[int]:
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 def free_port() -> int:

@@ -4,9 +4,7 @@ and that it ends with its run. Loopback only."""
 from __future__ import annotations
 
 import socket
-import socketserver
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,30 +12,6 @@ import pytest
 from gitswarm.adapters.hosts import Dest
 from gitswarm.adapters.proxy import Proxy, Request
 from gitswarm.model.artifacts import MAX_REFUSED
-
-
-class Echo(socketserver.BaseRequestHandler):
-    """Echoes what it gets; a plain-HTTP request is answered with the request it got, as the body."""
-
-    def handle(self) -> None:
-        data = self.request.recv(65536)
-        if data.startswith((b"GET ", b"POST ")):
-            self.request.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
-            return
-        while data:
-            self.request.sendall(data)
-            data = self.request.recv(65536)
-
-
-@pytest.fixture
-def upstream() -> Iterator[int]:
-    """A loopback server (an allowed destination): its port."""
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 def ask(proxy: Proxy, request: bytes) -> tuple[socket.socket, bytes]:
@@ -69,9 +43,9 @@ def cut(conn: socket.socket) -> bool:
         return True
 
 
-def test_connect_to_an_allowed_destination_is_a_tunnel(upstream: int) -> None:
-    with Proxy({Dest("127.0.0.1", upstream)}) as proxy:
-        conn, answer = ask(proxy, f"CONNECT 127.0.0.1:{upstream} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+def test_connect_to_an_allowed_destination_is_a_tunnel(echo: int) -> None:
+    with Proxy({Dest("127.0.0.1", echo)}) as proxy:
+        conn, answer = ask(proxy, f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         with conn:
             assert answer == b"HTTP/1.1 200 Connection established\r\n\r\n"
             conn.sendall(b"any bytes at all\x00\xff")
@@ -79,14 +53,14 @@ def test_connect_to_an_allowed_destination_is_a_tunnel(upstream: int) -> None:
         assert proxy.refused == ()
 
 
-def test_any_other_destination_is_refused_with_403_and_recorded_once(upstream: int) -> None:
+def test_any_other_destination_is_refused_with_403_and_recorded_once(echo: int) -> None:
     with Proxy({Dest("api.anthropic.com", 443)}) as proxy:
-        for target in (f"127.0.0.1:{upstream}", "example.invalid:443", f"127.0.0.1:{upstream}", "api.anthropic.com:80"):
+        for target in (f"127.0.0.1:{echo}", "example.invalid:443", f"127.0.0.1:{echo}", "api.anthropic.com:80"):
             conn, answer = ask(proxy, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
             with conn:
                 answer = read_all(conn, answer)
             assert answer.startswith(b"HTTP/1.1 403 Forbidden\r\n") and target.encode() in answer
-        assert proxy.refused == (f"127.0.0.1:{upstream}", "example.invalid:443", "api.anthropic.com:80")
+        assert proxy.refused == (f"127.0.0.1:{echo}", "example.invalid:443", "api.anthropic.com:80")
 
 
 def test_what_is_refused_is_kept_up_to_the_cap() -> None:
@@ -97,24 +71,24 @@ def test_what_is_refused_is_kept_up_to_the_cap() -> None:
         assert len(proxy.refused) == MAX_REFUSED and proxy.refused[0] == "host0.example:443"
 
 
-def test_plain_http_to_an_allowed_host_is_sent_on_in_origin_form(upstream: int) -> None:
-    with Proxy({Dest("127.0.0.1", upstream)}) as proxy:
-        request = (f"GET http://127.0.0.1:{upstream}/v1/models?x=1 HTTP/1.1\r\nHost: 127.0.0.1:{upstream}\r\n"
+def test_plain_http_to_an_allowed_host_is_sent_on_in_origin_form(echo: int) -> None:
+    with Proxy({Dest("127.0.0.1", echo)}) as proxy:
+        request = (f"GET http://127.0.0.1:{echo}/v1/models?x=1 HTTP/1.1\r\nHost: 127.0.0.1:{echo}\r\n"
                    "Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic c2VjcmV0\r\nAccept: */*\r\n\r\n")
         conn, answer = ask(proxy, request.encode())
         with conn:
             answer = read_all(conn, answer)
     seen = answer.split(b"\r\n\r\n", 1)[1].decode()
     assert seen.startswith("GET /v1/models?x=1 HTTP/1.1\r\n")
-    assert f"Host: 127.0.0.1:{upstream}" in seen and "Accept: */*" in seen and "Connection: close" in seen
+    assert f"Host: 127.0.0.1:{echo}" in seen and "Accept: */*" in seen and "Connection: close" in seen
     assert "Proxy-" not in seen and "keep-alive" not in seen
 
 
-def test_plain_http_to_another_host_is_refused(upstream: int) -> None:
+def test_plain_http_to_another_host_is_refused(echo: int) -> None:
     with Proxy(()) as proxy:
-        conn, answer = ask(proxy, f"GET http://127.0.0.1:{upstream}/ HTTP/1.1\r\n\r\n".encode())
+        conn, answer = ask(proxy, f"GET http://127.0.0.1:{echo}/ HTTP/1.1\r\n\r\n".encode())
         conn.close()
-        assert answer.startswith(b"HTTP/1.1 403") and proxy.refused == (f"127.0.0.1:{upstream}",)
+        assert answer.startswith(b"HTTP/1.1 403") and proxy.refused == (f"127.0.0.1:{echo}",)
 
 
 @pytest.mark.parametrize("request_line", ["GET / HTTP/1.1", "CONNECT api.example.com HTTP/1.1", "GET https://a.example/ HTTP/1.1",
@@ -136,10 +110,10 @@ def test_an_allowed_destination_that_does_not_answer_is_a_502() -> None:
     assert answer.startswith(b"HTTP/1.1 502") and proxy.refused == ()
 
 
-def test_close_cuts_what_is_open_and_leaves_nothing(upstream: int) -> None:
-    proxy = Proxy({Dest("127.0.0.1", upstream)}).start()
+def test_close_cuts_what_is_open_and_leaves_nothing(echo: int) -> None:
+    proxy = Proxy({Dest("127.0.0.1", echo)}).start()
     directory = proxy.directory
-    conn, answer = ask(proxy, f"CONNECT 127.0.0.1:{upstream} HTTP/1.1\r\n\r\n".encode())
+    conn, answer = ask(proxy, f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\n".encode())
     idle = socket.socket(socket.AF_UNIX)  # a connection that never sends its request
     idle.connect(str(proxy.path))
     assert answer.startswith(b"HTTP/1.1 200")

@@ -2,31 +2,25 @@
 RemoteLedger, claiming, renewing, expiring and finishing through real pushes and fetches.
 
 The remote is a bare repository on disk (the transport is the same git CLI; tests/engine/
-test_many_machines.py drives the network one). A hypothesis state machine interleaves the two
-clones' operations and checks after every step what the remote's history says.
+test_many_machines.py drives the network one). The hypothesis state machine that interleaves
+machines' operations (three of them) is in test_claim_refs.py.
 """
 
 from __future__ import annotations
 
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, refusal
 from gitswarm.engine.machines.crew import BUSY, IDLE, RESERVED, Siblings
 from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
-from gitswarm.model.replay import replay
 from gitswarm.store import layout
 from gitswarm.store.jobs import parse_ops
-from gitswarm.store.leases import Lease
 from tests.conftest import git
 
 TASKS = 4
@@ -243,79 +237,6 @@ def test_siblings_reserve_idle_workers_once() -> None:
     siblings.release([1, 2])
     assert [siblings.states[i] for i in range(3)] == [BUSY, IDLE, IDLE]
     assert siblings.name(2) == "x.w3"
-
-
-class TwoClones(RuleBasedStateMachine):
-    """Two clones claim, renew, finish and expire in any interleaving; the remote stays the arbiter."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dir = tempfile.TemporaryDirectory()
-        self.clock = Clock()
-        self.bare, self.swarms, self.job = make_clones(Path(self.dir.name), self.clock)
-        self.ledgers = [
-            RemoteLedger(s.ledger, Arbiter(s, "origin", sleep=lambda s: None), clock_skew=1.0, clock=self.clock) for s in self.swarms
-        ]
-        self.leases: list[list[Lease]] = [[], []]
-        self.refused_finishes = 0
-
-    def teardown(self) -> None:
-        for swarm in self.swarms:
-            swarm.close()
-        self.dir.cleanup()
-
-    @rule(who=st.integers(0, 1))
-    def claim(self, who: int) -> None:
-        lease = self.ledgers[who].claim(f"c{who}.w", 5.0, self.clock(), job_id=self.job)
-        if lease is not None:
-            self.leases[who].append(lease)
-
-    @precondition(lambda self: any(self.leases))
-    @rule(who=st.integers(0, 1), ok=st.booleans())
-    def finish(self, who: int, ok: bool) -> None:
-        if not self.leases[who]:
-            return
-        lease = self.leases[who].pop(0)
-        try:
-            self.ledgers[who].finish(lease, ok, self.clock())
-        except LeaseLost:
-            self.refused_finishes += 1
-
-    @rule(who=st.integers(0, 1))
-    def renew(self, who: int) -> None:
-        if self.leases[who]:
-            try:
-                self.leases[who][0] = self.ledgers[who].renew(self.leases[who][0], 5.0, self.clock())
-            except LeaseLost:
-                self.leases[who].pop(0)
-
-    @rule(seconds=st.sampled_from([0.5, 3.0, 7.0]))
-    def wait(self, seconds: float) -> None:
-        self.clock.now += seconds
-
-    @rule(who=st.integers(0, 1))
-    def expire(self, who: int) -> None:
-        self.ledgers[who].expire(self.clock())
-
-    @invariant()
-    def the_remote_history_is_linear_and_every_op_applied(self) -> None:
-        ops = remote_ops(self.bare, self.job)
-        merges = git(self.bare, "rev-list", "--merges", "--count", layout.job_ref(self.job)).strip()
-        assert merges == "0"  # every accepted commit was built on the remote's tip
-        result = replay(ops, "job")
-        assert result.skipped == 0  # no accepted claim was overturned, no accepted finish was stale
-        running = {t.id: t for t in result.tasks.values() if t.state.value == "running"}
-        for who in (0, 1):  # what each clone believes it holds is either true or will be refused
-            for lease in self.leases[who]:
-                task = result.tasks[lease.task]
-                if lease.task in running and task.claims == lease.token:
-                    assert task.owner == lease.owner
-
-
-TestTwoClones = TwoClones.TestCase
-TestTwoClones.settings = settings(
-    max_examples=8, stateful_step_count=12, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
 
 
 def test_the_remote_tip_is_what_the_clones_hold_after_a_sync(clones: tuple) -> None:
