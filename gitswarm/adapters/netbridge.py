@@ -147,23 +147,32 @@ def main(argv: list[str]) -> int:
             served.append((_listen(address, int(number)), dest))
         except OSError:
             continue  # a port below 1024 (no capability to bind it here), or an address this namespace lacks
-    try:
-        child = posix.posix_spawnp(command[0], command, posix.environ)
-    except OSError as exc:
-        print(f"gitswarm: cannot start {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
-        return 127
+    # The handlers first: a signal that comes while the child is being started is kept and passed on once it runs
+    # (a handler installed after the spawn left a window where the bridge died of it, the child orphaned).
+    child: list[int] = []
+    pending: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
+        if not child:
+            pending.append(signum)
+            return
         try:
-            posix.kill(child, signum)
+            posix.kill(child[0], signum)
         except ProcessLookupError:
             pass
 
     for name in FORWARDED:
         _signal.signal(getattr(_signal, name), forward)
+    try:
+        child.append(posix.posix_spawnp(command[0], command, posix.environ))
+    except OSError as exc:
+        print(f"gitswarm: cannot start {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    for signum in pending:
+        forward(signum, None)
     for listener, tunnel_to in served:
         _thread.start_new_thread(_serve, (listener, path, tunnel_to))
-    _, status = posix.waitpid(child, 0)
+    _, status = posix.waitpid(child[0], 0)
     if posix.WIFSIGNALED(status):  # die of the same signal, as the child did
         died = posix.WTERMSIG(status)
         _signal.signal(died, _signal.SIG_DFL)
