@@ -44,8 +44,9 @@ def _exit(code: int) -> None:
     thread running (whose end the interpreter would wait for) exits the ordinary way, as does one whose
     output cannot be flushed (the interpreter says so as it always did)."""
     threading = sys.modules.get("threading")
-    if threading is not None and threading.active_count() > 1:
-        sys.exit(code)
+    multiprocessing = sys.modules.get("multiprocessing")
+    if (threading is not None and threading.active_count() > 1) or (multiprocessing is not None and multiprocessing.active_children()):
+        sys.exit(code)  # the ordinary way, as with a child process still running (a worker stopping after Ctrl-C)
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
