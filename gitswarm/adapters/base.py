@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.adapters.sandbox import Decision
@@ -20,8 +21,7 @@ if TYPE_CHECKING:  # an annotation only: a run with no endpoint proxy never load
 BlobWriter = Callable[[bytes, int], BlobRef]  # (data, bytes dropped) -> a stored blob
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(msgspec.Struct, frozen=True):
     argv: list[str]
     cwd: Path
     env: Mapping[str, str]
@@ -34,8 +34,7 @@ class Invocation:
 Runner = Callable[[Invocation], ProcessResult]
 
 
-@dataclass(frozen=True)
-class RunContext:
+class RunContext(msgspec.Struct, frozen=True):
     """Where and for whom an adapter runs."""
 
     job: str
@@ -51,11 +50,10 @@ class RunContext:
     sandbox: Decision | None = None  # the run's sandbox (adapters/sandbox.py); None: none, and none recorded
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     ok: bool
     error: str | None = None
-    artifacts: list[Artifact] = field(default_factory=list)
+    artifacts: list[Artifact] = msgspec.field(default_factory=list)
     retryable: bool = True
     text: str = ""  # the agent's final answer, as it printed it
     base: str | None = None  # the stacked base the attempt started from, when not the job's (engine/delegation/stack.py)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gitswarm.adapters import netbridge
 from gitswarm.adapters.hosts import Dest, from_url, parse_host
@@ -28,8 +29,7 @@ NO_PROXY_VARS = ("NO_PROXY", "no_proxy")  # removed: every connection goes throu
 BRIDGE = Path(netbridge.__file__)
 
 
-@dataclass(frozen=True)
-class Wrapped:
+class Wrapped(msgspec.Struct, frozen=True):
     """A sandboxed command line, its environment, and the proxy it needs (started; None for `open`, `none`)."""
 
     argv: list[str]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import msgspec
 
 DEFAULT_PORT = 443
 URL_PORTS = {"http": 80, "https": 443}
@@ -19,8 +20,7 @@ _NAME = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0
 MAX_NAME = 253
 
 
-@dataclass(frozen=True, order=True)
-class Dest:
+class Dest(msgspec.Struct, frozen=True, order=True):
     """One destination: a host (lower case, no brackets, no trailing dot) and a port."""
 
     host: str

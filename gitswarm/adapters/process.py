@@ -20,9 +20,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+import msgspec
 
 from gitswarm.model.errors import Interrupted
 from gitswarm.model.limits import DEFAULT_OUTPUT_CAP
@@ -32,12 +33,11 @@ TICK_SECONDS = 0.1
 _CHUNK = 65536
 
 
-@dataclass
-class Stream:
+class Stream(msgspec.Struct):
     """Captured bytes of one pipe, up to a cap; what is cut is counted, never silently lost."""
 
     cap: int
-    chunks: list[bytes] = field(default_factory=list)
+    chunks: list[bytes] = msgspec.field(default_factory=list)
     size: int = 0
     dropped: int = 0
 
@@ -54,8 +54,7 @@ class Stream:
         return b"".join(self.chunks)
 
 
-@dataclass(frozen=True)
-class ProcessResult:
+class ProcessResult(msgspec.Struct, frozen=True):
     exit_code: int | None  # None when we killed it
     stdout: bytes
     stderr: bytes

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,8 +32,7 @@ DEFAULT_PREFERENCE = ("hermes", "claude-code", "codex", "gemini", "omp", "aider"
 PRICES = "prices.toml"
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(msgspec.Struct, frozen=True):
     """One adapter as `adapters list` shows it."""
 
     name: str

@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, cast
 
@@ -79,8 +78,7 @@ def check_table(table: SandboxTable, where: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Sandbox:
+class Sandbox(msgspec.Struct, frozen=True):
     """A run that is to be sandboxed: the `bwrap` to use, its network, and the places the run names."""
 
     bwrap: str
@@ -95,12 +93,11 @@ class Sandbox:
     def adding(self, *, write: Sequence[Path] = (), read: Sequence[Path] = (), hide: Sequence[Path] = (),
                over: Sequence[tuple[Path, Path]] = (), protect: Sequence[Path] = ()) -> Sandbox:
         """This sandbox with more places."""
-        return replace(self, write=(*self.write, *write), read=(*self.read, *read), hide=(*self.hide, *hide),
+        return msgspec.structs.replace(self, write=(*self.write, *write), read=(*self.read, *read), hide=(*self.hide, *hide),
                        over=(*self.over, *over), protect=(*self.protect, *protect))
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """Whether a run is sandboxed: the sandbox, or None and why not (for the run's record)."""
 
     sandbox: Sandbox | None
@@ -108,10 +105,9 @@ class Decision:
     network: Network = "open"
 
 
-@dataclass
-class _Said:
-    once: set[str] = field(default_factory=set)
-    probed: dict[str, str | None] = field(default_factory=dict)
+class _Said(msgspec.Struct):
+    once: set[str] = msgspec.field(default_factory=set)
+    probed: dict[str, str | None] = msgspec.field(default_factory=dict)
 
 
 _said = _Said()

@@ -7,9 +7,10 @@ without it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from gitswarm.cli.output import Output
 from gitswarm.engine.swarm import Swarm
@@ -19,8 +20,7 @@ if TYPE_CHECKING:
     import typer
 
 
-@dataclass
-class Context:
+class Context(msgspec.Struct):
     output: Output
     path: Path
 

@@ -44,6 +44,13 @@ def _decoder(kind: Any) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(kind)
 
 
+def prepare(*kinds: Any) -> None:
+    """Build the decoders of `kinds` now (msgspec reads each type's annotations the first time, ~1 ms
+    a record type): a process about to fork workers does it once for all of them."""
+    for kind in kinds:
+        _decoder(kind)
+
+
 def check_version(version: int, where: str) -> None:
     if version > FORMAT:
         raise NewerFormat(

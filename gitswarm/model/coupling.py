@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gitswarm.model.records import TaskSpec
 
 NAMED_PAIRS = 3  # pairs a refusal names; the rest are counted
 
 
-@dataclass(frozen=True)
-class Coupled:
+class Coupled(msgspec.Struct, frozen=True):
     first: str
     second: str
     why: str

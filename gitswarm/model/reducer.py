@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import assert_never
 
 import msgspec
@@ -47,12 +46,11 @@ def retry_delay(attempts: int) -> float:
     return min(RETRY_BASE_SECONDS * 2.0 ** max(attempts - 1, 0), RETRY_MAX_SECONDS)
 
 
-@dataclass
-class Change:
+class Change(msgspec.Struct):
     """The result of applying one operation: the new job state and every task it touched."""
 
     state: JobState
-    tasks: dict[str, Task] = field(default_factory=dict)
+    tasks: dict[str, Task] = msgspec.field(default_factory=dict)
 
 
 class _Apply:

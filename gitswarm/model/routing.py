@@ -19,7 +19,6 @@ sentence, and the alternatives passed over, so a person can audit it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
@@ -51,8 +50,7 @@ class Routing(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     after: str | None = None  # rule fallback: the provider error of the attempt before
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(msgspec.Struct, frozen=True):
     """Where a run goes, and its receipt."""
 
     adapter: str

@@ -12,7 +12,6 @@ import posixpath
 import re
 import tomllib
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import msgspec
@@ -95,8 +94,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     budget: Budget | None = None
 
 
-@dataclass(frozen=True)
-class AdapterFacts:
+class AdapterFacts(msgspec.Struct, frozen=True):
     """What submission needs to know of the adapters here (the model does not load them)."""
 
     names: Collection[str]

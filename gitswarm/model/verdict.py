@@ -14,8 +14,9 @@ incomplete/suspect/unknown.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import msgspec
 
 from gitswarm.model.artifacts import Contract, Integrity, VerdictStatus
 
@@ -26,12 +27,11 @@ CLAIMS = ("status", "integrity", "contract")
 Claim = TypeVar("Claim", VerdictStatus, Integrity, Contract)
 
 
-@dataclass(frozen=True)
-class Judgement:
+class Judgement(msgspec.Struct, frozen=True):
     status: VerdictStatus = "incomplete"
     integrity: Integrity = "suspect"
     contract: Contract = "unknown"
-    evidence: dict[str, str] = field(default_factory=dict)
+    evidence: dict[str, str] = msgspec.field(default_factory=dict)
     malformed: str | None = None
 
     @property

@@ -41,8 +41,9 @@ import os
 import shutil
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gitswarm.model.errors import GitswarmError
 from gitswarm.store.gitcli import GitCommandError, git
@@ -58,8 +59,7 @@ class PoolExhausted(GitswarmError):
     """Every slot of the pool is held."""
 
 
-@dataclass(frozen=True)
-class Checkout:
+class Checkout(msgspec.Struct, frozen=True):
     path: Path
     commit: str
     slot: int

@@ -7,8 +7,9 @@ engine/machines/remote_leases.py with a git remote deciding every lease.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple, Protocol
+
+import msgspec
 
 from gitswarm.model.artifacts import Artifact
 from gitswarm.model.ops import Holder, Op
@@ -23,8 +24,7 @@ Built = tuple[Op | Sequence[Op], Sequence[Artifact]]
 Build = Callable[[Snapshot], Built]
 
 
-@dataclass(frozen=True)
-class Lease:
+class Lease(msgspec.Struct, frozen=True):
     """What a worker holds while it runs a task; `token` fences its writes."""
 
     job: str
@@ -37,8 +37,7 @@ class Lease:
     base: str | None = None  # the job's pinned base commit, for implement tasks
 
 
-@dataclass(frozen=True)
-class Ask:
+class Ask(msgspec.Struct, frozen=True):
     """What a worker claims with: whose the lease is, for how long, from which job (None: any),
     which adapters it cannot run here, and which jobs it must leave alone."""
 
@@ -49,8 +48,7 @@ class Ask:
     skip_jobs: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(msgspec.Struct, frozen=True):
     """A worker's final write of one attempt: how it ended and what it produced."""
 
     ok: bool

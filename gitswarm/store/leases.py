@@ -22,10 +22,11 @@ counts against its max_attempts.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
+
+import msgspec
 
 from gitswarm.model import codec
 from gitswarm.model.approval import Approval
@@ -311,7 +312,7 @@ class Ledger(LeaseEnds):
             ).rowcount
         if not updated:
             raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held")
-        return dataclasses.replace(lease, expires=now + ttl)
+        return msgspec.structs.replace(lease, expires=now + ttl)
 
     def finish(
         self,

@@ -18,8 +18,9 @@ import hashlib
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gitswarm.model.artifacts import FileChange
 from gitswarm.model.errors import BadInput
@@ -41,15 +42,13 @@ def branch_name(job: str, task: str) -> str:
     return f"{BRANCH_PREFIX}{job}/{task}"
 
 
-@dataclass(frozen=True)
-class Worktree:
+class Worktree(msgspec.Struct, frozen=True):
     path: Path
     branch: str  # short name, e.g. swarm/<job>/<task>
     base: str
 
 
-@dataclass(frozen=True)
-class Capture:
+class Capture(msgspec.Struct, frozen=True):
     """What a worker left: the commit gitswarm made of it and the diff from the base."""
 
     head: str

@@ -11,7 +11,6 @@ a new verdict, but for a round that only repeats a rejected change
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import threading
 from collections.abc import Callable
@@ -87,7 +86,7 @@ class Delegation:
         repo_dir = self.repo.workdir or self.repo.common_dir
         included = self.worktrees.copy_includes(worktree, repo_dir)
         instruction = ctx.prompt if ctx.prompt is not None else spec.prompt
-        ctx = dataclasses.replace(ctx, workdir=worktree.path, prompt=instruction)
+        ctx = msgspec.structs.replace(ctx, workdir=worktree.path, prompt=instruction)
         if spec.setup:
             setup = run(Invocation(["sh", "-c", spec.setup], worktree.path, dict(ctx.base_env), spec.timeout))
             if setup.exit_code != 0:
@@ -99,7 +98,7 @@ class Delegation:
             steer = self.guidance(round_) if round_ and self.guidance is not None else ""
             if steer:  # delivered to this round, and kept in the instruction of the attempt's later ones
                 instruction = (instruction or "") + steer
-                ctx = dataclasses.replace(ctx, prompt=(ctx.prompt or "") + steer)
+                ctx = msgspec.structs.replace(ctx, prompt=(ctx.prompt or "") + steer)
             before = snapshot(watch, self.now())
             confined = Confined(self.repo.common_dir, self.sandbox, ctx, worktree.path) if self.sandbox is not None else None
             try:
@@ -139,7 +138,7 @@ class Delegation:
                 if rounds.stop:
                     return Outcome(ok=False, error=rounds.repeated_error(), artifacts=artifacts, retryable=False)
                 repair = repeat_prompt(self.repo.read_blob, instruction or "", round_, captured.head, repeated)
-                ctx = dataclasses.replace(ctx, prompt=repair)
+                ctx = msgspec.structs.replace(ctx, prompt=repair)
                 continue
             patch = Patch(
                 job=ctx.job,
@@ -173,7 +172,7 @@ class Delegation:
                 return Outcome(ok=False, error="lease lost")
             rejected = Rejected(round_, captured.head, tree, verification.checks, verification.verdict)
             rounds.reject(rejected)
-            ctx = dataclasses.replace(ctx, prompt=repair_prompt(self.repo.read_blob, instruction or "", rejected))
+            ctx = msgspec.structs.replace(ctx, prompt=repair_prompt(self.repo.read_blob, instruction or "", rejected))
         # Round 0 is never a repeat: every attempt that gets here had one rejected.
         last = rounds.repeats[-1][1] if rounds.repeats else rejected
         again = f" (round {spec.repair_rounds} repeated round {last.round}'s change, not checked again)" if rounds.repeats else ""

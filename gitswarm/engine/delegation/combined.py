@@ -10,10 +10,11 @@ code first on the import path, as checks run (engine/delegation/check_env.py).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gitswarm.adapters.base import Adapter, BlobWriter, Outcome, RunContext, Runner, execute
 from gitswarm.engine.delegation.check_env import check_env, guard_dir
@@ -35,6 +36,6 @@ class InCheckout:
         try:
             guard = guard_dir(self.root)
             env = check_env(ctx.base_env, checkout.path, None, guard, guard / "unused")
-            return execute(adapter, spec, dataclasses.replace(ctx, workdir=checkout.path, base_env=env), run, self.store, self.now)
+            return execute(adapter, spec, msgspec.structs.replace(ctx, workdir=checkout.path, base_env=env), run, self.store, self.now)
         finally:
             pool.give_back(checkout)

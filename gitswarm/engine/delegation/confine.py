@@ -12,10 +12,11 @@ implement run the private branch's head is brought back into the repository.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+
+import msgspec
 
 from gitswarm.adapters.agent import AgentAdapter
 from gitswarm.adapters.base import Adapter, RunContext
@@ -56,7 +57,7 @@ class Confined:
         self.workdir = workdir
         box = found.sandbox
         if box is None:
-            self.ctx = dataclasses.replace(ctx, sandbox=found)
+            self.ctx = msgspec.structs.replace(ctx, sandbox=found)
             return
         self.private = make_private_git(workdir)
         box = box.adding(
@@ -66,7 +67,7 @@ class Confined:
             over=[(self.private.path, self.private.admin)],
             protect=[self.private.dotgit],
         )
-        self.ctx = dataclasses.replace(ctx, sandbox=dataclasses.replace(found, sandbox=box))
+        self.ctx = msgspec.structs.replace(ctx, sandbox=msgspec.structs.replace(found, sandbox=box))
 
     def bring_back(self) -> None:
         """An implement run's commits, from its private git dir into the repository (store/private_git.py)."""

@@ -17,10 +17,11 @@ user's checkout as before (the worker decides; `model/records.runs_in_users_tree
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gitswarm.adapters.base import Adapter, BlobWriter, Outcome, RunContext, Runner, execute
 from gitswarm.adapters.sandbox import Decision
@@ -50,7 +51,7 @@ class ReadOnly:
         try:
             watch = Watch(self.repo.workdir, self.repo.common_dir, checkout.path, self.root)
             before = snapshot(watch, self.now())
-            ctx = dataclasses.replace(ctx, workdir=checkout.path)
+            ctx = msgspec.structs.replace(ctx, workdir=checkout.path)
             in_git: list[str] = []
             if self.sandbox is None:
                 said = execute(adapter, spec, ctx, run, self.store, self.now)

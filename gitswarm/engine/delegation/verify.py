@@ -8,7 +8,6 @@ exactly the head SHA that was checked, also written as a note on it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -16,6 +15,8 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gitswarm.adapters.base import Adapter, BlobWriter, RunContext, Runner, execute
 from gitswarm.adapters.sandbox import Decision
@@ -167,7 +168,7 @@ def _run_guarded(
         else:
             decided, common = boxed
             box = decided.sandbox.adding(write=[guard]) if decided.sandbox is not None else None
-            with Confined(common, dataclasses.replace(decided, sandbox=box), check_ctx, checkout) as confined:
+            with Confined(common, msgspec.structs.replace(decided, sandbox=box), check_ctx, checkout) as confined:
                 outcome = execute(shell, spec, confined.ctx, run, store, now)
         found = [a for a in outcome.artifacts if isinstance(a, Check)]
         ran.checks.extend(found)

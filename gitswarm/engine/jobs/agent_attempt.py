@@ -11,11 +11,12 @@ when it meets such a task, so that a run of shell tasks never pays for it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gitswarm.adapters.base import Invocation, Outcome, RunContext
 from gitswarm.adapters.process import ProcessResult
@@ -85,7 +86,7 @@ class AgentAttempt:
         config = Config() if spec.adapter == "shell" else load_config(self.leases.refs.repo.workdir)
         routed = self._route(lease, config)
         adapter = self.registry.get(routed.adapter if routed is not None else spec.adapter)
-        ctx = dataclasses.replace(self._context(lease, config), route=routed)
+        ctx = msgspec.structs.replace(self._context(lease, config), route=routed)
         if spec.mode == "implement":
             if base is None:
                 raise BadInput(f"task {spec.id}: the job has no base commit for an implement task")
@@ -100,7 +101,7 @@ class AgentAttempt:
             )
             follow = None if spec.adapter == "shell" else self._snapshot(lease).task(lease.task).follow_up
             if follow is not None and follow.resume_session:
-                ctx = dataclasses.replace(ctx, session=follow.session)
+                ctx = msgspec.structs.replace(ctx, session=follow.session)
             return delegation.run(adapter, ctx, base, spec, runner, lost, follow)
         if base is None:
             raise BadInput(
@@ -160,7 +161,7 @@ class AgentAttempt:
         # A follow-up's continuation and the steering delivered to this attempt come last: they are its newest word.
         task = snapshot.task(lease.task)
         sections = continuation(snapshot, task, repo.read_blob) + deliver(self.leases, lease, snapshot, 0, self.clock())
-        return dataclasses.replace(ctx, prompt=packet + sections, budget_usd=left, skills=chosen)
+        return msgspec.structs.replace(ctx, prompt=packet + sections, budget_usd=left, skills=chosen)
 
     def _route(self, lease: Lease, config: Config) -> Route | None:
         """The adapter and model of this attempt, and why (engine/routing/route.py); None for a shell task.

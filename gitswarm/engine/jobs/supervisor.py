@@ -21,6 +21,7 @@ tasks requeued), then raises Terminated.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import signal
@@ -28,21 +29,23 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from gitswarm.engine import recovery
 from gitswarm.engine.child_signals import die_with_parent, stop_on_sigterm
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.worker import IndexGuard, Worker, WorkerOptions
 from gitswarm.engine.swarm import Swarm
+from gitswarm.model import codec
 from gitswarm.model.errors import DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import new_id
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
-from gitswarm.model.records import FINISHED
+from gitswarm.model.records import FINISHED, Job, JobState, Task
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.leases import LAPSED, Ask, Leases
 
@@ -87,8 +90,7 @@ class Terminated(GitswarmError):
     exit_code = EXIT_TERMINATED
 
 
-@dataclass(frozen=True)
-class WorkOptions:
+class WorkOptions(msgspec.Struct, frozen=True):
     workers: int = 4
     job: str | None = None
     until_idle: bool = False
@@ -143,7 +145,7 @@ def worker_main(
 
     ledger: Leases = swarm.ledger
     pipeline = None
-    worker_options = replace(options.worker, job=options.job)
+    worker_options = msgspec.structs.replace(options.worker, job=options.job)
     if options.remote is not None:  # this machine's workers claim for each other, and say why pushes do not land
         o = worker_options
         ask = Ask(owner, o.lease, o.job, o.exclude, o.skip_jobs)
@@ -235,7 +237,13 @@ class Supervisor:
             crew = _remote_work().Crew(self.siblings, slot)
         args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, self.stopped_by)
         process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
-        process.start()
+        # Frozen, what exists at the fork is never walked by the worker's collector: its pages stay shared with this
+        # process instead of being copied (less work per worker). This process unfreezes its own at once.
+        gc.freeze()
+        try:
+            process.start()
+        finally:
+            gc.unfreeze()
         self.workers[owner] = process
         self.adapter_pgids[owner] = pgid
 
@@ -255,6 +263,7 @@ class Supervisor:
                 if self.watch is None:  # what a killed run left behind is queued again before anyone claims
                     with contextlib.suppress(sqlite3.DatabaseError):  # the first poll recovers the index, and does it
                         self._end_leases()
+                codec.prepare(Job, JobState, Task)  # once, before the fork: not in every worker's first step
                 for _ in range(self.options.workers):
                     self._start_worker()
                 self._supervise()

@@ -14,9 +14,10 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from gitswarm.adapters.base import Invocation, Outcome, RunContext, execute
 from gitswarm.adapters.process import ProcessResult, run_process
@@ -43,8 +44,7 @@ RENEW_RETRY_SECONDS = 1.0  # after a remote renewal that did not land
 INDEX_RECOVERIES = 3  # index failures in a row that are rebuilt before giving up
 
 
-@dataclass(frozen=True)
-class WorkerOptions:
+class WorkerOptions(msgspec.Struct, frozen=True):
     lease: float = DEFAULT_LEASE_SECONDS
     output_cap: int = DEFAULT_OUTPUT_CAP
     job: str | None = None
@@ -53,8 +53,7 @@ class WorkerOptions:
     trusted_remotes: frozenset[str] = frozenset()  # `work --trust REMOTE`: jobs pulled from these may run
 
 
-@dataclass(frozen=True)
-class StepResult:
+class StepResult(msgspec.Struct, frozen=True):
     """What one step did: nothing to claim (lease None), or ran a task to this end."""
 
     lease: Lease | None

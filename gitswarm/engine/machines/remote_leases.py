@@ -19,10 +19,11 @@ summaries) stay local and travel with the next accepted commit.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 from collections.abc import Callable, Sequence
+
+import msgspec
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
 from gitswarm.model.artifacts import Artifact, Patch
@@ -278,7 +279,7 @@ class RemoteLedger(Ledger):
             return lease
         except (InvalidTransition, RemoteRefused) as exc:
             raise LeaseLost(str(exc)) from None
-        return dataclasses.replace(lease, expires=deadline[0])
+        return msgspec.structs.replace(lease, expires=deadline[0])
 
     def held(self, lease: Lease, now: float) -> bool:
         """Still ours as this clone last saw the remote, and not past its deadline. Not a moment more: the
