@@ -17,6 +17,7 @@ from gitswarm.model.errors import CorruptRecord, NotARepository, RefConflict
 from gitswarm.store.diskspace import full
 from gitswarm.store.gitrepo import CommitInfo
 from gitswarm.store.locks import held
+from gitswarm.store.loose import BLOB_MODE, TREE_MODE, LooseObjects, TreeEntries, format_tree, parse_tree
 
 _TREE = pygit2.enums.FileMode.TREE
 _BLOB = pygit2.enums.FileMode.BLOB
@@ -28,6 +29,7 @@ _LOCK_WAIT_SECONDS = STALE_LOCK_SECONDS + 1.0
 _TREE_CACHE = 1024
 _BLOB_CACHE = 2048
 _BLOB_CACHE_MAX_SIZE = 64 * 1024
+_ENTRIES_CACHE = 256
 _ObjectT = TypeVar("_ObjectT", bound=pygit2.Object | pygit2.Commit)  # (a Commit is no Object to the stubs)
 
 # gitswarm only builds trees and commits from objects it has just written, so
@@ -56,9 +58,11 @@ class PygitRepo:
         # so a record blob written again (the same task record, say) needs no
         # I/O, and one read again needs no read.
         self._blobs: dict[str, bytes] = {}
+        self._tree_entries: dict[str, TreeEntries] = {}
         gitdir = Path(self.repo.path)
         commondir = gitdir / "commondir"
         self._common = (gitdir / commondir.read_text().strip()).resolve() if commondir.exists() else gitdir.resolve()
+        self._loose = LooseObjects(self._common / "objects")
 
     @property
     def common_dir(self) -> Path:
@@ -142,15 +146,9 @@ class PygitRepo:
             return self._write_blob(data)
 
     def _write_blob(self, data: bytes) -> str:
-        if len(data) > _BLOB_CACHE_MAX_SIZE:
-            return str(self.repo.create_blob(data))
-        found = pygit2.hash(data)  # the blob's id, computed without touching the disk
-        oid = str(found)
+        oid = str(pygit2.hash(data))  # the blob's id, computed without touching the disk
         if oid not in self._blobs:
-            # An existing object (say, a record a pull brought in a pack) is not
-            # written again: libgit2 would re-stamp its whole pack file.
-            if found not in self.repo:
-                self.repo.create_blob(data)
+            self._loose.write(b"blob", data, oid)
             self._remember(oid, data)
         return oid
 
@@ -231,33 +229,46 @@ class PygitRepo:
                 below[head][rest] = oid
             else:
                 here[head] = oid
-        base = self._tree(tree) if tree else None
-        builder = self.repo.TreeBuilder(base) if base is not None else self.repo.TreeBuilder()
-        changed = base is None
+        base = self._entries(tree) if tree else {}
+        entries = dict(base)
+        changed = tree is None  # (no base: a new tree, always written)
         for name, oid in here.items():
-            existing = builder.get(name)
+            key = name.encode()
             if oid is None:
-                if existing is not None:
-                    builder.remove(name)
-                    changed = True
-            elif existing is None or str(existing.id) != oid:
-                builder.insert(name, pygit2.Oid(hex=oid), _BLOB)
+                changed |= entries.pop(key, None) is not None
+            elif entries.get(key) != (new := (BLOB_MODE, bytes.fromhex(oid))):
+                entries[key] = new
                 changed = True
         for name, sub_changes in below.items():
-            existing = builder.get(name)
-            sub = str(existing.id) if existing is not None and existing.filemode == _TREE else None
-            new_sub, entries = self._update_tree(sub, sub_changes)
+            key = name.encode()
+            existing = entries.get(key)
+            sub = existing[1].hex() if existing is not None and existing[0] == TREE_MODE else None
+            new_sub, count = self._update_tree(sub, sub_changes)
             if new_sub == sub:
                 continue
             changed = True
-            if entries == 0:
-                if existing is not None:
-                    builder.remove(name)
+            if count == 0:
+                entries.pop(key, None)
             else:
-                builder.insert(name, pygit2.Oid(hex=new_sub), _TREE)
-        if not changed and base is not None:  # (no base: a new tree, always changed)
-            return str(base.id), len(base)
-        return str(builder.write()), len(builder)
+                entries[key] = (TREE_MODE, bytes.fromhex(new_sub))
+        if not changed and tree is not None:
+            return tree, len(base)
+        oid = self._loose.write(b"tree", format_tree(entries))
+        self._keep_entries(oid, entries)
+        return oid, len(entries)
+
+    def _entries(self, tree: str) -> TreeEntries:
+        """A tree's entries, from a small cache: a transition derives the next tree from the last one."""
+        found = self._tree_entries.get(tree)
+        if found is None:
+            found = parse_tree(self._object(tree, pygit2.Tree).read_raw(), tree)
+            self._keep_entries(tree, found)
+        return found
+
+    def _keep_entries(self, tree: str, entries: TreeEntries) -> None:
+        if len(self._tree_entries) >= _ENTRIES_CACHE:
+            self._tree_entries.pop(next(iter(self._tree_entries)))
+        self._tree_entries[tree] = entries
 
     def commit(
         self, tree: str, parents: list[str], message: str, who: tuple[str, str], when: float,
@@ -265,13 +276,12 @@ class PygitRepo:
     ) -> str:
         signature = pygit2.Signature(who[0], who[1], int(when), 0)
         parent_ids: list[str | pygit2.Oid] = [pygit2.Oid(hex=p) for p in parents]
+        content = str(self.repo.create_commit_string(signature, signature, message, pygit2.Oid(hex=tree), parent_ids))
         with self._writing(len(message)):
             if sign is None:
-                oid = self.repo.create_commit(None, signature, signature, message, pygit2.Oid(hex=tree), parent_ids)
-            else:  # git's own signed commit: the signature in a `gpgsig` header over the rest
-                content = str(self.repo.create_commit_string(signature, signature, message, pygit2.Oid(hex=tree), parent_ids))
-                oid = self.repo.create_commit_with_signature(content, sign(content.encode()), "gpgsig")
-        return str(oid)
+                return self._loose.write(b"commit", content.encode())
+            # git's own signed commit: the signature in a `gpgsig` header over the rest
+            return str(self.repo.create_commit_with_signature(content, sign(content.encode()), "gpgsig"))
 
     def commit_signature(self, oid: str) -> tuple[str, bytes] | None:
         """A signed commit's `gpgsig` and the bytes it signs; None for an unsigned one."""

@@ -29,10 +29,10 @@ def isolate() -> None:
     )
 
 
-def scratch_dir(prefix: str) -> str:
-    """A temporary directory removed when the benchmark exits (they hold repositories of
-    thousands of objects; left behind, they slow the file system of later runs)."""
-    path = tempfile.mkdtemp(prefix=prefix)
+def scratch_dir(prefix: str, parent: str | None = None) -> str:
+    """A temporary directory (in `parent`, by default the system's) removed when the benchmark exits (they
+    hold repositories of thousands of objects; left behind, they slow the file system of later runs)."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
     atexit.register(shutil.rmtree, path, True)
     return path
 
