@@ -68,10 +68,11 @@ def merge_job(
             record = result.state if path == layout.STATE_PATH else result.tasks[path.rsplit("/", 1)[1]]
             paths[path] = repo.write_blob(codec.encode(record))
     remote_tree = repo.commit_info(remote).tree
+    local_fans = {fan: oid for fan, oid, is_tree in repo.tree_items(local_tree) if is_tree}
     for fan, fan_oid, is_tree in repo.tree_items(remote_tree):
-        if is_tree and fan.startswith(MERGED_KINDS):
-            for name, oid, _ in repo.tree_items(fan_oid):
-                paths[f"{fan}/{name}"] = oid
+        if is_tree and fan.startswith(MERGED_KINDS) and local_fans.get(fan) != fan_oid:  # (one both hold adds nothing)
+            held = {name: oid for name, oid, _ in repo.tree_items(local_fans[fan])} if fan in local_fans else {}
+            paths.update((f"{fan}/{name}", oid) for name, oid, _ in repo.tree_items(fan_oid) if held.get(name) != oid)
     new_tree = repo.update_tree(local_tree, paths)
     total = result.applied + result.skipped
     message = f"merge {total} ops\n"
