@@ -294,10 +294,27 @@ def integrate_jobs(
     _integrate_claims(swarm, intake, prefix, report, jobs)
 
 
-# (git common dir, job) -> the claim ref tips this process found in (or merged into) the job's local history.
-# The local ref only ever moves to a history that holds its last one, so a tip held once stays held: a sync
-# then looks only at the claim refs that moved, not at every task's. Cleared when the job's ref is gone.
+# (git common dir, job) -> the commits this process knows the job's local history holds: every commit of it
+# as of the local tip it last walked from (_WALKED), and the claim ref tips it merged since. The local ref only
+# ever moves to a history that holds its last one, so a commit held once stays held: a sync then plans only
+# the claim tips that are new to the job here, each walked once, instead of a merge base per tip (most are the
+# machine's own, taken when pushed). Cleared when the job's ref is gone.
 _CONTAINED: dict[tuple[str, str], set[str]] = {}
+_WALKED: dict[tuple[str, str], str] = {}
+
+
+def _held_here(repo: GitRepo, key: tuple[str, str], tip: str) -> set[str]:
+    """_CONTAINED for the job, brought up to its local `tip` (the commits since the last walk added)."""
+    known = _CONTAINED.setdefault(key, set())
+    walked = _WALKED.get(key)
+    if walked != tip:
+        try:
+            known.update(commit.oid for commit in repo.walk(tip, hide=walked))
+        except CorruptRecord:  # the last tip walked is gone (the job's history was removed here): walk it all
+            known.clear()
+            known.update(commit.oid for commit in repo.walk(tip))
+        _WALKED[key] = tip
+    return known
 
 
 def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullReport, jobs: Collection[str] | None) -> None:
@@ -308,12 +325,15 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
     for ref, theirs in repo.list_refs(prefix + "claims/").items():
         claims.setdefault(shadowed_job(prefix, ref), []).append((ref, theirs))
     for job_id, tips in sorted(claims.items()):
-        known = _CONTAINED.setdefault((str(repo.common_dir), job_id), set())
-        if repo.read_ref(layout.job_ref(job_id)) is None:
-            known.clear()  # a job ref gone (or not here yet) holds nothing: what comes back is merged anew
+        key = (str(repo.common_dir), job_id)
+        tip = repo.read_ref(layout.job_ref(job_id))
+        if tip is None:  # a job ref gone (or not here yet) holds nothing: what comes back is merged anew
+            _CONTAINED.pop(key, None)
+            _WALKED.pop(key, None)
             continue  # a claim of a job this clone does not hold (yet) is taken with the job
         if (jobs is not None and job_id not in jobs) or job_id in report.invalid:
             continue
+        known = _held_here(repo, key, tip)
         good: dict[str, str] = {}
         for ref, theirs in tips:
             if theirs in known:
