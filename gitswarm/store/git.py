@@ -146,9 +146,13 @@ class PygitRepo:
             return self._write_blob(data)
 
     def _write_blob(self, data: bytes) -> str:
-        oid = str(pygit2.hash(data))  # the blob's id, computed without touching the disk
+        found = pygit2.hash(data)  # the blob's id, computed without touching the disk
+        oid = str(found)
         if oid not in self._blobs:
-            self._loose.write(b"blob", data, oid)
+            # A record that is there already (say, one a pull brought in a pack: a merge makes the same
+            # task records) is not written again. Trees and commits are new each time: not looked for.
+            if found not in self.repo:
+                self._loose.write(b"blob", data, oid)
             self._remember(oid, data)
         return oid
 
