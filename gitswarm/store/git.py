@@ -17,7 +17,7 @@ from gitswarm.model.errors import CorruptRecord, NotARepository, RefConflict
 from gitswarm.store.diskspace import full
 from gitswarm.store.gitrepo import CommitInfo
 from gitswarm.store.locks import held
-from gitswarm.store.loose import BLOB_MODE, TREE_MODE, LooseObjects, TreeEntries, format_tree, parse_tree
+from gitswarm.store.loose import BLOB_MODE, TREE_MODE, LooseObjects, TreeEntries, format_tree, is_tree, parse_tree
 
 _TREE = pygit2.enums.FileMode.TREE
 _BLOB = pygit2.enums.FileMode.BLOB
@@ -233,7 +233,8 @@ class PygitRepo:
                 below[head][rest] = oid
             else:
                 here[head] = oid
-        base = self._entries(tree) if tree else {}
+        tree = tree or None
+        base = self._entries(tree) if tree is not None else {}
         entries = dict(base)
         changed = tree is None  # (no base: a new tree, always written)
         for name, oid in here.items():
@@ -246,7 +247,7 @@ class PygitRepo:
         for name, sub_changes in below.items():
             key = name.encode()
             existing = entries.get(key)
-            sub = existing[1].hex() if existing is not None and existing[0] == TREE_MODE else None
+            sub = existing[1].hex() if existing is not None and is_tree(existing[0]) else None
             new_sub, count = self._update_tree(sub, sub_changes)
             if new_sub == sub:
                 continue

@@ -46,24 +46,26 @@ class LooseObjects:
     def __init__(self, objects: Path) -> None:
         self.objects = os.fspath(objects)
 
-    def has(self, oid: str) -> bool:
-        """Whether the object is there loose (a packed one is not looked for)."""
-        return os.path.exists(f"{self.objects}/{oid[:2]}/{oid[2:]}")
-
     def write(self, kind: bytes, body: bytes, oid: str | None = None) -> str:
         """Write the object unless it is there loose already; its id (`oid` when the caller computed it)."""
         if oid is None:
             oid = object_id(kind, body)
         fan = f"{self.objects}/{oid[:2]}"
         final = f"{fan}/{oid[2:]}"
-        if os.path.exists(final):
-            return oid
-        data = zlib.compress(b"%s %d\0%s" % (kind, len(body), body), 1)
         try:
-            fd, temporary = self._temporary(fan)
+            os.utime(final)  # there already: stamped as new, so that a `git gc` going on does not prune it now
+            return oid
         except FileNotFoundError:
-            os.makedirs(fan, exist_ok=True)
-            fd, temporary = self._temporary(fan)
+            pass
+        data = zlib.compress(b"%s %d\0%s" % (kind, len(body), body), 1)
+        for attempt in range(3):
+            try:
+                fd, temporary = self._temporary(fan)
+                break
+            except FileNotFoundError:  # no fan-out folder yet (or `git prune` just removed an empty one)
+                if attempt == 2:
+                    raise
+                os.makedirs(fan, exist_ok=True)
         try:
             try:
                 view = memoryview(data)
@@ -73,7 +75,7 @@ class LooseObjects:
                 os.close(fd)
             os.rename(temporary, final)
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # (the error that stopped the write is the one to say)
                 os.unlink(temporary)
             raise
         return oid
@@ -106,10 +108,16 @@ def parse_tree(data: bytes, where: str) -> TreeEntries:
     return entries
 
 
+def is_tree(mode: int) -> bool:
+    """Whether an entry of `mode` is a tree, as git and libgit2 read modes: any 04xxxx (a tree written by
+    another tool may carry 40755, say), not only the canonical 40000."""
+    return mode & 0o170000 == TREE_MODE
+
+
 def _order(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
     """git's order of tree entries: by name, a tree's name compared as if it ended in '/'."""
     name, (mode, _) = item
-    return name + b"/" if mode == TREE_MODE else name
+    return name + b"/" if is_tree(mode) else name
 
 
 def format_tree(entries: TreeEntries) -> bytes:

@@ -124,3 +124,21 @@ def test_a_malformed_tree_is_a_corrupt_record() -> None:
         parse_tree(b"100644 name\0short", "abc")
     with pytest.raises(CorruptRecord, match="malformed"):
         parse_tree(b"10x644 name\0" + b"\1" * 20, "abc")
+
+
+def test_a_tree_written_with_another_tools_tree_mode_keeps_its_entries(tmp_path: Path) -> None:
+    """A tree entry of mode 40755 (git and libgit2 read any 04xxxx as a tree) is a tree here too: a write
+    under it keeps what it holds, and it sorts as a tree."""
+    pygit2.init_repository(str(tmp_path))
+    store = PygitRepo(tmp_path)
+    one, two, three = (store.write_blob(data) for data in (b"1", b"2", b"3"))
+    inner = store.update_tree(None, {"t1": one, "t2": two})
+    crafted = b"40755 tasks.ab\0" + bytes.fromhex(inner) + b"100644 tasks.ab-\0" + bytes.fromhex(one)
+    done = subprocess.run(["git", "hash-object", "-t", "tree", "--literally", "-w", "--stdin"], cwd=tmp_path,
+                          input=crafted, capture_output=True, check=True)
+    base = done.stdout.decode().strip()
+    updated = store.update_tree(base, {"tasks.ab/t3": three})
+    names = sorted(name for name, _, _ in store.tree_items(dict((n, o) for n, o, _ in store.tree_items(updated))["tasks.ab"]))
+    assert names == ["t1", "t2", "t3"]
+    entries = parse_tree(store.repo[updated].read_raw(), updated)
+    assert list(entries) == [b"tasks.ab-", b"tasks.ab"]  # git's order: "tasks.ab-" < "tasks.ab/"

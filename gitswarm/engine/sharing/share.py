@@ -304,15 +304,16 @@ _WALKED: dict[tuple[str, str], str] = {}
 
 
 def _held_here(repo: GitRepo, key: tuple[str, str], tip: str) -> set[str]:
-    """_CONTAINED for the job, brought up to its local `tip` (the commits since the last walk added)."""
+    """_CONTAINED for the job, brought up to its local `tip` (the commits since the last walk added). A tip
+    that does not hold the last one walked (the ref set back or remade by hand) starts the set anew.
+    CorruptRecord when `tip` is not a commit."""
     known = _CONTAINED.setdefault(key, set())
     walked = _WALKED.get(key)
     if walked != tip:
-        try:
-            known.update(commit.oid for commit in repo.walk(tip, hide=walked))
-        except CorruptRecord:  # the last tip walked is gone (the job's history was removed here): walk it all
+        if walked is not None and not (repo.has_object(walked) and repo.is_ancestor(walked, tip)):
             known.clear()
-            known.update(commit.oid for commit in repo.walk(tip))
+            walked = None
+        known.update(commit.oid for commit in repo.walk(tip, hide=walked))
         _WALKED[key] = tip
     return known
 
@@ -324,8 +325,12 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
     claims: dict[str, list[tuple[str, str]]] = {}
     for ref, theirs in repo.list_refs(prefix + "claims/").items():
         claims.setdefault(shadowed_job(prefix, ref), []).append((ref, theirs))
+    here = str(repo.common_dir)
+    for key in [k for k in _CONTAINED if k[0] == here and k[1] not in claims]:  # jobs no machine claims in now
+        _CONTAINED.pop(key, None)
+        _WALKED.pop(key, None)
     for job_id, tips in sorted(claims.items()):
-        key = (str(repo.common_dir), job_id)
+        key = (here, job_id)
         tip = repo.read_ref(layout.job_ref(job_id))
         if tip is None:  # a job ref gone (or not here yet) holds nothing: what comes back is merged anew
             _CONTAINED.pop(key, None)
@@ -333,7 +338,11 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
             continue  # a claim of a job this clone does not hold (yet) is taken with the job
         if (jobs is not None and job_id not in jobs) or job_id in report.invalid:
             continue
-        known = _held_here(repo, key, tip)
+        try:
+            known = _held_here(repo, key, tip)
+        except CorruptRecord as exc:  # the local ref names no commit: this job is refused, the others go on
+            report.invalid[job_id] = str(exc)
+            continue
         good: dict[str, str] = {}
         for ref, theirs in tips:
             if theirs in known:
