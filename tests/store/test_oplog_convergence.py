@@ -43,7 +43,7 @@ from gitswarm.model.records import JobState, Task
 from gitswarm.model.reducer import apply
 from gitswarm.store import layout
 from gitswarm.store.git import PygitRepo
-from gitswarm.store.job_merge import merge_job
+from gitswarm.store.job_merge import check_tip, merge_job
 from gitswarm.store.leases import Lease
 from gitswarm.store.trust import Trust
 from tests.conftest import spec_text
@@ -182,6 +182,8 @@ class ConvergenceMachine(RuleBasedStateMachine):
             assert report.merged == [self.job]
             self.check_commutative(clone, after, before)
         assert clone.swarm.index.job_tip(self.job) == after
+        # However the pull moved it, the tip records exactly what replaying its whole history gives.
+        check_tip(clone.swarm.repo, self.job, after)
 
     def check_commutative(self, clone: Clone, merged: str, ours: str) -> None:
         repo = clone.swarm.repo

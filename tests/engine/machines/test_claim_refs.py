@@ -24,6 +24,7 @@ from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.records import TaskState
 from gitswarm.model.replay import replay
 from gitswarm.store import layout
+from gitswarm.store.job_merge import check_tip
 from gitswarm.store.leases import Lease
 from tests.conftest import git
 from tests.engine.machines.test_remote_leases import Clock, make_clones, remote_ops
@@ -156,6 +157,15 @@ class RacingMachines(RuleBasedStateMachine):
             ledger.arbiter.sync([self.job])
         trees = {ledger.refs.snapshot(self.job).tree for ledger in self.ledgers}
         assert len(trees) == 1
+
+    @invariant()
+    def every_local_tip_records_the_replay_of_its_history(self) -> None:
+        """The tip each clone holds, however it got there (fetched, merged, claimed through the remote),
+        records exactly what replaying every operation of its history gives."""
+        for swarm in self.swarms:
+            tip = swarm.repo.read_ref(layout.job_ref(self.job))
+            if tip is not None:
+                check_tip(swarm.repo, self.job, tip)
 
     @invariant()
     def one_holder_per_task_and_every_accepted_op_applies(self) -> None:
