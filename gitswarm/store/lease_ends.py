@@ -53,6 +53,8 @@ class LeaseEnds:
         expired: list[tuple[str, str]] = []
         if owner is None and not self.index.db.execute("SELECT 1 FROM leases WHERE expires < ? LIMIT 1", (now,)).fetchone():
             return expired  # the common case, without taking the write lock
+        if owner is not None and not self.index.db.execute("SELECT 1 FROM leases WHERE owner = ? LIMIT 1", (owner,)).fetchone():
+            return expired  # a worker that held nothing when it went (every one at the end of a run): no write lock
         why = why or (LAPSED if owner is None else STOPPED)
         with self.index.immediate() as db:
             if owner is None:
