@@ -89,7 +89,6 @@ def directs(allowed: frozenset[Dest]) -> list[str]:
     for dest in sorted(allowed):
         if not dest.loopback:
             continue
-        named = dest.host == "localhost" or dest.host.endswith(".localhost")
-        for address in ("127.0.0.1", "::1") if named else (dest.host,):
+        for address in ("127.0.0.1", "::1") if dest.named_loopback else (dest.host,):
             words.append(f"{address},{dest.port},{dest}")
     return words

@@ -30,9 +30,14 @@ class Dest(msgspec.Struct, frozen=True, order=True):
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     @property
+    def named_loopback(self) -> bool:
+        """Whether its host is a loopback name (`localhost`, `*.localhost`) rather than an address."""
+        return self.host == "localhost" or self.host.endswith(".localhost")
+
+    @property
     def loopback(self) -> bool:
         """Whether it is on this machine's loopback (`localhost`, 127.0.0.0/8, ::1)."""
-        if self.host == "localhost" or self.host.endswith(".localhost"):
+        if self.named_loopback:
             return True
         try:
             return ipaddress.ip_address(self.host).is_loopback

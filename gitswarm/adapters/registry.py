@@ -93,6 +93,16 @@ class Registry:
             self._prices = PriceTable.load(paths)
         return self._prices
 
+    def spec(self, name: str) -> AgentSpec | None:
+        """The adapter's spec as its files chain it; None for a built-in. Its executable is not looked for on
+        PATH (`found` does): submission asks this of every task."""
+        path = self.spec_path(name)
+        if path is None:
+            return None
+        from gitswarm.adapters.agentspec import load_spec_chain  # deferred, as the agent modules (see the imports)
+
+        return load_spec_chain(path, self.spec_dirs)[0]
+
     def found(self, name: str) -> Found:
         path = self.spec_path(name)
         if path is None:

@@ -8,16 +8,12 @@ commands such as `status` never need it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gitswarm.adapters.names import adapter_names, spec_dirs
-from gitswarm.adapters.registry import BUILTIN, repo_registry
+from gitswarm.adapters.registry import repo_registry
 from gitswarm.engine.config import load_config, skill_dirs
 from gitswarm.model.routing import choose
 from gitswarm.model.spec import AdapterFacts
-
-if TYPE_CHECKING:
-    from gitswarm.adapters.agentspec import AgentSpec
 
 
 def known_adapters(workdir: Path | None) -> list[str]:
@@ -34,23 +30,19 @@ def adapter_facts(workdir: Path | None) -> AdapterFacts:
     def capabilities(name: str) -> tuple[str, ...]:
         return registry.found(name).capabilities
 
-    def spec(name: str) -> AgentSpec | None:
-        # A built-in adapter has no spec: found() would look for its executable on PATH, once per task.
-        return None if name in BUILTIN else registry.found(name).spec
-
     def needs_approval(name: str) -> bool:
-        found = spec(name)
+        found = registry.spec(name)
         return found is not None and found.approve
 
     def route(needs: tuple[str, ...]) -> str:
         return registry.route(needs, routing.prefer, routing.disabled)
 
     def model(name: str) -> str | None:
-        found = spec(name)
+        found = registry.spec(name)
         return found.model if found is not None else None
 
     def routed_model(name: str, mode: str, effort: str | None) -> str | None:
-        found = spec(name)
+        found = registry.spec(name)
         if found is None:
             return None
         mode_tier = config.routing.implement if mode == "implement" else config.routing.analyze

@@ -20,7 +20,6 @@ from gitswarm.store.locks import held
 from gitswarm.store.loose import BLOB_MODE, TREE_MODE, LooseObjects, TreeEntries, format_tree, is_tree, parse_tree
 
 _TREE = pygit2.enums.FileMode.TREE
-_BLOB = pygit2.enums.FileMode.BLOB
 # A ref's lock file older than this is left by a writer that died (kill -9
 # inside an update); git's own writers hold one for milliseconds. A held lock
 # is waited out a little longer than that, then the error is raised.

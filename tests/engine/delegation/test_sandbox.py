@@ -157,10 +157,14 @@ def _path_without_bwrap(tmp_path: Path) -> str:
     return str(bin_dir)
 
 
-def test_mode_bwrap_without_bwrap_refuses_in_one_line_and_runs_nothing(repo: Path, tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("setting", "said"), [
+    ('mode = "bwrap"', "bwrap"),
+    ('network = "endpoint"', 'network = "endpoint"'),  # only a sandbox enforces it: without bwrap it never runs open
+])
+def test_what_needs_bwrap_without_bwrap_refuses_in_one_line_and_runs_nothing(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, said: str) -> None:
     register(repo)
-    commit_file(repo, ".gitswarm.toml", '[sandbox]\nmode = "bwrap"\n')
+    commit_file(repo, ".gitswarm.toml", f"[sandbox]\n{setting}\n")
     marker = tmp_path / "ran"
     monkeypatch.setenv("PATH", _path_without_bwrap(tmp_path))
     monkeypatch.setattr("gitswarm.adapters.sandbox.bundled_bwrap", lambda: None)  # nor gitswarm[sandbox]'s
@@ -168,7 +172,7 @@ def test_mode_bwrap_without_bwrap_refuses_in_one_line_and_runs_nothing(repo: Pat
     result = cli(repo, "delegate", f"write {marker}: ran", "--adapter", "rogue", "--check", "true")
     assert result.code == 2
     assert len(result.err.strip().splitlines()) == 1, result.err
-    assert "bwrap" in result.err and "nothing ran" in result.err
+    assert said in result.err and "nothing ran" in result.err
     assert swarm_refs(repo) == before and not marker.exists()
     assert git(repo, "status", "--porcelain") == ""
 

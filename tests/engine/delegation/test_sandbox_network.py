@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from gitswarm.model.artifacts import Run
-from tests.conftest import cli, commit_file, swarm_refs
+from tests.conftest import cli, commit_file
 from tests.engine.delegation.test_sandbox import AGENT, _path_without_bwrap, needs_bwrap, task_records
 
 BODY = "hello from the model"
@@ -145,22 +145,6 @@ def test_a_run_killed_at_its_timeout_closes_its_proxy(repo: Path, tmp_path: Path
     assert [t.name for t in threading.enumerate() if t.name.startswith("gitswarm-proxy")] == []
     assert list(own_tmp.glob("gitswarm-net-*")) == []
     assert bridges(own_tmp) == []
-
-
-def test_endpoint_without_bwrap_refuses_in_one_line_and_runs_nothing(repo: Path, tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only a sandbox enforces endpoint: without bwrap it never runs open instead."""
-    register(repo, "")
-    commit_file(repo, ".gitswarm.toml", '[sandbox]\nnetwork = "endpoint"\n')
-    marker = tmp_path / "ran"
-    monkeypatch.setenv("PATH", _path_without_bwrap(tmp_path))
-    monkeypatch.setattr("gitswarm.adapters.sandbox.bundled_bwrap", lambda: None)
-    before = swarm_refs(repo)
-    result = cli(repo, "delegate", f"write {marker}: ran", "--adapter", "rogue", "--check", "true")
-    assert result.code == 2
-    assert len(result.err.strip().splitlines()) == 1, result.err
-    assert 'network = "endpoint"' in result.err and "nothing ran" in result.err
-    assert swarm_refs(repo) == before and not marker.exists()
 
 
 def test_an_adapter_asking_for_endpoint_without_bwrap_fails_its_task_without_running(
