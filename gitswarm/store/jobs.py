@@ -162,8 +162,9 @@ class JobRefs:
         """Apply `ops` in order on `snapshot`, commit them, and CAS the ref from snapshot.tip.
 
         Several operations share one commit only when one writer makes them
-        together (a finish and the worker's next claim): one tree and one ref
-        write instead of two. Raises InvalidTransition/LeaseLost (nothing
+        together (a finish and the worker's next claim, and the finishes the
+        other workers of its supervisor posted: store/group_commit.py): one tree
+        and one ref write instead of several. Raises InvalidTransition/LeaseLost (nothing
         written) when an op does not apply, RefConflict when the ref moved
         since the snapshot.
         """

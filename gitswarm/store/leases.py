@@ -30,7 +30,7 @@ import msgspec
 
 from gitswarm.model import codec
 from gitswarm.model.approval import Approval
-from gitswarm.model.artifacts import Artifact, Run, artifact_id
+from gitswarm.model.artifacts import Artifact, artifact_id
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InternalError, LeaseLost, NotFound, RefConflict
 from gitswarm.model.ids import new_id
@@ -38,17 +38,18 @@ from gitswarm.model.ops import (
     ArtifactsRecorded,
     BudgetStopped,
     Cancelled,
+    Holder,
     JobCreated,
     Retried,
     TaskClaimed,
-    TaskFinished,
 )
 from gitswarm.model.records import Job, Task, TaskState
-from gitswarm.model.reducer import Change, apply
+from gitswarm.model.reducer import Change
 from gitswarm.model.spec import JobSpec
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.lease_ends import LAPSED, STOPPED, LeaseEnds
+from gitswarm.store.lease_finish import LeaseFinish, Pending, Pick
 from gitswarm.store.lease_types import (
     Ask,
     Build,
@@ -72,7 +73,7 @@ CAS_RETRIES = 6
 CLAIM_SPREAD = 8
 
 
-class Ledger(LeaseEnds):
+class Ledger(LeaseEnds, LeaseFinish):
     """Every state transition of every job in one repository: `Leases` on the local index and refs."""
 
     claim_spread = CLAIM_SPREAD  # a claim picks at random among this many first queued tasks
@@ -278,11 +279,31 @@ class Ledger(LeaseEnds):
         """Of the (priority, job, task) candidates, the one to claim: any (workers spread at random)."""
         return random.choice(candidates)
 
-    def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
+    def _claim_op(
+        self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0, holder: Holder | None = None,
+    ) -> TaskClaimed:
+        """The claim of `task` for `owner`, held by `holder` (by default this process; store/group_commit.py claims
+        for the other workers of its supervisor)."""
         return self.refs.next_op(
             TaskClaimed, snapshot, now, after, task=task.id, token=task.claims + 1, owner=owner, lease_expires=now + ttl,
-            holder=self.holder,
+            holder=holder or self.holder,
         )
+
+    def _claim_next(self, pending: Pending, ask: Ask, now: float, holder: Holder) -> Pick | None:
+        """Add to `pending` the claim of the task `ask` would take next (or stop the job, its budget spent);
+        the (job, task) it picked: None when nothing is left to claim, another job's task not added."""
+        snapshot, state = pending.snapshot, pending.state
+        if state.stopped or state.cancelled:
+            return None
+        pick = self._pick(now, ask.job, pending.change(), snapshot.job_id, ask.exclude, ask.skip_jobs)
+        if pick is None or pick[0] != snapshot.job_id:
+            return pick
+        spent = exhausted(snapshot.job, state, now)
+        if spent is not None:
+            pending.add(self.refs.next_op(BudgetStopped, snapshot, now, len(pending.ops), reason=spent))
+            return None
+        pending.add(self._claim_op(snapshot, pending.task(pick[1]), ask.owner, ask.ttl, now, len(pending.ops), holder))
+        return pick
 
     def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
         """Lease the task; or, when the job's budget is spent, stop the job instead (None)."""
@@ -313,88 +334,6 @@ class Ledger(LeaseEnds):
         if not updated:
             raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held")
         return msgspec.structs.replace(lease, expires=now + ttl)
-
-    def finish(
-        self,
-        lease: Lease,
-        ok: bool,
-        now: float,
-        error: str | None = None,
-        artifacts: Sequence[Artifact] = (),
-        retryable: bool = True,
-    ) -> Task:
-        """A worker's final write, accepted only while its token is current and its lease live."""
-        self.refs.write_artifacts(artifacts)
-        with self.index.immediate():
-            return self._finish_locked(lease, Result(ok, error, artifacts, retryable), now)
-
-    def finish_and_claim(self, lease: Lease, result: Result, now: float, ask: Ask | None) -> tuple[Task, Lease | None]:
-        """finish(), then claim the worker's next task (`ask`; None: no claim) in the same critical section.
-
-        When the next task is in the same job, the finish and the claim share
-        one commit: one tree, one ref write and one index update per task
-        instead of two. The choice sees the tasks the finish unblocks. A
-        refused finish claims nothing.
-        """
-        if ask is None:
-            self.refs.write_artifacts(result.artifacts)
-            with self.index.immediate():
-                return self._finish_locked(lease, result, now), None
-        ttl, job_id, exclude, skip_jobs = ask.ttl, ask.job, ask.exclude, ask.skip_jobs
-        finish = self._finish_builder(lease, result, now)
-        artifacts = result.artifacts
-        self.refs.write_artifacts(artifacts)
-        with self.index.immediate():
-            self._check_lease(lease, now)
-            picked: list[tuple[str, str] | None] = [None]
-
-            def build(snapshot: Snapshot) -> Built:
-                op, _ = finish(snapshot)
-                after = apply(op, snapshot.state, snapshot.task)
-                picked[0] = pick = self._pick(now, job_id, after, lease.job, exclude, skip_jobs)
-                if pick is None or pick[0] != lease.job:
-                    return op, artifacts
-                spent = exhausted(snapshot.job, after.state, now)
-                if spent is not None:
-                    picked[0] = None
-                    return [op, self.refs.next_op(BudgetStopped, snapshot, now, after=1, reason=spent)], artifacts
-                task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
-                return [op, self._claim_op(snapshot, task, ask.owner, ttl, now, after=1)], artifacts
-
-            snapshot, change = self._transition(lease.job, build)
-            pick = picked[0]
-            if pick is None:
-                return change.tasks[lease.task], None
-            if pick[0] == lease.job:
-                return change.tasks[lease.task], granted_lease(snapshot, change, pick[1], ask.owner, now + ttl)
-            return change.tasks[lease.task], self._claim_chosen(*pick, ask.owner, ttl, now)
-
-    def _check_lease(self, lease: Lease, now: float) -> None:
-        row = self.index.db.execute(
-            "SELECT token, expires, owner FROM leases WHERE job = ? AND task = ?", (lease.job, lease.task)
-        ).fetchone()
-        # The owner too: another clone's claim of the task, merged in by a pull, carries the same token.
-        if row is None or row[0] != lease.token or row[1] < now or row[2] != lease.owner:
-            raise LeaseLost(f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
-
-    def _finish_builder(self, lease: Lease, result: Result, now: float) -> Callable[[Snapshot], tuple[TaskFinished, Sequence[Artifact]]]:
-        artifacts = result.artifacts
-        ids = tuple(artifact_id(a) for a in artifacts)
-        runs = [a for a in artifacts if isinstance(a, Run)]
-        cost = round(sum(r.cost_usd or 0.0 for r in runs), 8)
-        tokens = sum(r.tokens for r in runs)
-        return lambda s: (
-            self.refs.next_op(
-                TaskFinished, s, now, task=lease.task, token=lease.token, ok=result.ok, error=result.error, artifacts=ids,
-                retryable=result.retryable, cost_usd=cost, tokens=tokens, base=result.base, skipped_because=result.skipped_because,
-            ),
-            artifacts,
-        )
-
-    def _finish_locked(self, lease: Lease, result: Result, now: float) -> Task:
-        self._check_lease(lease, now)
-        _, change = self._transition(lease.job, self._finish_builder(lease, result, now))
-        return change.tasks[lease.task]
 
     def report_problems(self, listener: Callable[[str], None]) -> None:
         """Local writes land or raise: there is nothing to report."""

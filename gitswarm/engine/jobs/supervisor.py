@@ -46,6 +46,7 @@ from gitswarm.model.errors import DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import new_id
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
 from gitswarm.model.records import FINISHED, Job, JobState, Task
+from gitswarm.store.group_commit import Seat, Slots
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.leases import LAPSED, Ask, Leases
 
@@ -122,7 +123,7 @@ def _remote_work() -> ModuleType:
 
 def worker_main(
     path: str, owner: str, options: WorkOptions, adapter_pgid: Any, done: Any, supervisor: int | None = None,
-    crew: Crew | None = None, stopped_by: Any = None,
+    crew: Crew | None = None, stopped_by: Any = None, group: Seat | None = None,
 ) -> None:
     """The body of one worker process; `adapter_pgid` and the `done` event are shared with the supervisor.
 
@@ -130,7 +131,8 @@ def worker_main(
     ones at once instead of after their backoff sleep. `supervisor` is the pid
     of the process that forked this one: the worker does not outlive it. A
     full disk ends the worker with EXIT_DISK_FULL and its message in the shared
-    `stopped_by` buffer: the supervisor stops the run and says it once.
+    `stopped_by` buffer: the supervisor stops the run and says it once. `group`
+    is its slot for finishes the workers write for each other (store/group_commit.py).
     """
     stop_on_sigterm()  # first: the parent-death signal must land here
     if supervisor is not None and not die_with_parent(supervisor):
@@ -138,6 +140,7 @@ def worker_main(
     supervised = (lambda: True) if supervisor is None else (lambda: os.getppid() == supervisor)
     swarm = Swarm(path)
     swarm.ledger.trusted_remotes = options.worker.trusted_remotes
+    swarm.ledger.group = group
     workdir = swarm.repo.workdir or Path(path)
 
     def on_adapter(pgid: int) -> None:
@@ -211,7 +214,8 @@ class Supervisor:
         self.ledger = swarm.ledger
         self.watch: RemoteWatch | None = None
         self.siblings: Siblings | None = None
-        self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings
+        self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings, or its group-commit slot
+        self.group = Slots(options.workers, _fork)  # where workers post finishes for each other to write (local)
         self.remote_state: RemoteState | None = None
         self.push_problem = ""
         self.races_said = 0  # lost races said so far (`remote` events with `what` "race")
@@ -229,13 +233,16 @@ class Supervisor:
         if self.options.remote is not None:  # seen by every machine: say whose worker it is
             owner = _remote_work().machine_owner(self.swarm.actor, owner)
         pgid = _fork.Value("i", 0, lock=False)
-        crew = None
+        slot = min(set(range(self.options.workers)) - set(self.slots.values()))
+        self.slots[owner] = slot
+        crew = group = None
         if self.siblings is not None:
-            slot = min(set(range(self.options.workers)) - set(self.slots.values()))
             self.siblings.seat(slot, owner)
-            self.slots[owner] = slot
             crew = _remote_work().Crew(self.siblings, slot)
-        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, self.stopped_by)
+        else:
+            self.group.clear(slot)
+            group = self.group.seat(slot)
+        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, self.stopped_by, group)
         process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
         # Frozen, what exists at the fork is never walked by the worker's collector: its pages stay shared with this
         # process instead of being copied (less work per worker). This process unfreezes its own at once.
@@ -330,7 +337,7 @@ class Supervisor:
             why, attempt_used = exit_cause(owner, process)
             requeued = self.release(owner, why, attempt_used)  # should the index fail here, the next poll releases it again
             del self.workers[owner]
-            self.slots.pop(owner, None)
+            del self.slots[owner]
             if process.exitcode != 0 or requeued:
                 self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued,
                                "why": why, "attempt_used": attempt_used})
@@ -373,6 +380,7 @@ class Supervisor:
             with contextlib.suppress(sqlite3.DatabaseError, DiskFull):
                 self.release(owner)
         self.workers.clear()
+        self.slots.clear()
 
     def _remote_events(self) -> None:
         """Say when the remote stops or starts answering, and which leases were expired elsewhere's."""

@@ -30,7 +30,7 @@ from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
-from gitswarm.model.ops import LeaseExpired, LeaseRenewed, Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import Holder, LeaseExpired, LeaseRenewed, Op, TaskClaimed, TaskFinished
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.jobs import Snapshot
@@ -253,7 +253,9 @@ class RemoteLedger(Ledger):
         """A claim is the remote's to decide: offered, and adopted here once it accepted."""
         return self.offer(job_id, build)
 
-    def _claim_op(self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0) -> TaskClaimed:
+    def _claim_op(
+        self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0, holder: Holder | None = None,
+    ) -> TaskClaimed:
         if task.state is not TaskState.QUEUED:
             raise InvalidTransition(f"task {task.id} is {task.state.value}, not queued")
         # The deadline runs from when the claim is built, not from when the caller asked: a finish that

@@ -181,8 +181,23 @@ class IndexConnection:
         steps of up to 100 ms. The lock dies with its process. A full disk is
         DiskFull, nothing of the transaction kept: no damage to rebuild from.
         """
+        with self.write_lock(), self.transaction() as db:
+            yield db
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """The writers' flock alone: a worker whose finish another wrote (store/group_commit.py) needs no transaction."""
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if self._lock is not None:
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, under the write lock the caller holds."""
         try:
             self.check_file()
             self.db.execute("BEGIN IMMEDIATE")
@@ -197,6 +212,3 @@ class IndexConnection:
             if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
                 raise
             raise full(self.path.parent, exc) or DiskFull(f"disk full: cannot write the index {self.path}: {exc}") from None
-        finally:
-            if self._lock is not None:
-                fcntl.flock(self._lock, fcntl.LOCK_UN)
