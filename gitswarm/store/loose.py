@@ -26,6 +26,11 @@ from pathlib import Path
 
 from gitswarm.model.errors import CorruptRecord
 
+# An object this small is stored deflated at level 0 (zlib's stored blocks, a valid stream for git): it takes
+# the same disk blocks either way, and compressing a job's root tree (mostly object ids) cost ~0.1 ms a write.
+# A `git gc` packs it compressed. Larger ones (outputs) are compressed, at the fastest level.
+STORED_MAX = 16 * 1024
+
 TREE_MODE = 0o40000
 BLOB_MODE = 0o100644
 
@@ -57,7 +62,8 @@ class LooseObjects:
             return oid
         except FileNotFoundError:
             pass
-        data = zlib.compress(b"%s %d\0%s" % (kind, len(body), body), 1)
+        raw = b"%s %d\0%s" % (kind, len(body), body)
+        data = zlib.compress(raw, 0 if len(raw) <= STORED_MAX else 1)
         for attempt in range(3):
             try:
                 fd, temporary = self._temporary(fan)

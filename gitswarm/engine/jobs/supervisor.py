@@ -309,8 +309,12 @@ class Supervisor:
             else:
                 while len(self.workers) < self.options.workers:  # replace the workers that died
                     self._start_worker()
-            # Wake early when a worker exits: the last one out ends the run.
-            wait([p.sentinel for p in self.workers.values()], timeout=POLL_SECONDS)
+            # Wake early when a worker exits: the last one out ends the run. Its pipe closes before the kernel
+            # has it exited: wait for that (a moment) rather than poll again and again meanwhile.
+            exiting = wait([p.sentinel for p in self.workers.values()], timeout=POLL_SECONDS)
+            for process in self.workers.values():
+                if process.sentinel in exiting:
+                    process.join(POLL_SECONDS)
         raise Terminated("terminated by SIGTERM: workers stopped, their tasks requeued")
 
     @contextlib.contextmanager
