@@ -41,18 +41,29 @@ SLOT_BYTES = 64 * 1024  # a finish that does not fit (a very large result) is wr
 
 
 class Posted(NamedTuple):
-    """A worker's finish waiting for the write lock."""
+    """A worker's finish waiting for the write lock (or, with no lease and no result, its claim in `ask.job`)."""
 
-    lease: Lease
-    result: Result
+    lease: Lease | None
+    result: Result | None
     now: float
     ask: Ask
     holder: Holder
 
+    @property
+    def job(self) -> str | None:
+        return self.lease.job if self.lease is not None else self.ask.job
+
+    @property
+    def of(self) -> tuple[str, str, int]:
+        """What an answer names: the lease finished (job, task, token); for a claim, (job, owner, 0)."""
+        if self.lease is not None:
+            return (self.lease.job, self.lease.task, self.lease.token)
+        return (self.ask.job or "", self.ask.owner, 0)
+
 
 class Answer(NamedTuple):
-    """What the holder of the lock did with the posted finish of lease `of` (job, task, token): written in
-    commit `tip` (and `claimed` the worker's next task), or refused (`lost`: why its lease was no longer held)."""
+    """What the holder of the lock did with the posted finish or claim `of` (Posted.of): written in commit
+    `tip` (and `claimed` the worker's next task), or refused (`lost`: why its lease was no longer held)."""
 
     of: tuple[str, str, int]
     tip: str | None
@@ -104,11 +115,12 @@ class Seat:
         self.slots._write(self.slot, payload, POSTED)
         return True
 
-    def withdraw(self, lease: Lease) -> Answer | None:
-        """Under the write lock: the answer to this worker's posted finish of `lease`, or None when it is for the
-        worker to write (still posted, or taken by a holder that died before answering). The slot is empty after.
+    def withdraw(self, of: tuple[str, str, int]) -> Answer | None:
+        """Under the write lock: the answer to this worker's posted finish or claim (`of`: Posted.of), or None
+        when it is for the worker to write (still posted, or taken by a holder that died before answering). The
+        slot is empty after.
 
-        An answer to another lease is ignored: one meant for the worker that had the slot before (it died
+        An answer to another post is ignored: one meant for the worker that had the slot before (it died
         with its finish posted, and the new one posted before the answer came)."""
         slots = self.slots
         with slots._lock:
@@ -116,10 +128,10 @@ class Seat:
             payload = slots._read(self.slot) if flag == ANSWERED else None
             slots._flags[self.slot] = EMPTY
         answer: Answer | None = None if payload is None else pickle.loads(payload)
-        return answer if answer is not None and answer.of == (lease.job, lease.task, lease.token) else None
+        return answer if answer is not None and answer.of == of else None
 
     def take(self, job: str) -> list[tuple[int, Posted]]:
-        """Under the write lock: the other workers' finishes posted for `job`, each marked taken."""
+        """Under the write lock: the other workers' finishes and claims posted for `job`, each marked taken."""
         slots = self.slots
         found: list[tuple[int, Posted]] = []
         with slots._lock:
@@ -127,7 +139,7 @@ class Seat:
                 if slot == self.slot or slots._flags[slot] != POSTED:
                     continue
                 posted: Posted = pickle.loads(slots._read(slot))
-                if posted.lease.job == job:
+                if posted.job == job:
                     slots._flags[slot] = TAKEN
                     found.append((slot, posted))
         return found

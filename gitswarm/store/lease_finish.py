@@ -78,41 +78,22 @@ class LeaseFinish:
         if ask is None:
             with self.index.immediate():
                 return self._finish_locked(lease, result, now), None
+        own = Posted(lease, result, now, ask, self.holder)
         group = self.group
-        posted = group is not None and group.post(Posted(lease, result, now, ask, self.holder))
+        posted = group is not None and group.post(own)
         with self.index.write_lock():
-            answer = group.withdraw(lease) if posted and group is not None else None
+            answer = group.withdraw(own.of) if posted and group is not None else None
             if answer is None:
                 with self.index.transaction():
-                    return self._finish_batch(Posted(lease, result, now, ask, self.holder))
+                    return self._finish_batch(own)
         return self._answered(lease, ask, answer)
 
     def _finish_batch(self, own: Posted) -> tuple[Task, Lease | None]:
-        """Under the lock: write `own` finish and the others posted for its job in one commit, and answer them.
-
-        Should the write fail, nothing is answered: each of the others, finding its finish taken and not
-        answered, writes it itself."""
-        self._check_lease(own.lease, own.now)  # refused: LeaseLost, and nothing taken from the others
-        lease, ask = own.lease, own.ask
-        batch = _Batch(self, own)
-        batch.taken = self.group.take(lease.job) if self.group is not None else []
-        for slot, posted in batch.taken:
-            try:
-                self._check_lease(posted.lease, posted.now)
-                batch.finishes.append((slot, posted))
-            except LeaseLost as exc:
-                batch.refused_first[slot] = str(exc)
-        snapshot, change = self._transition(lease.job, batch.build)
-        if self.group is not None:
-            tip = self.index.job_tip(lease.job)
-            for slot, posted in batch.taken:
-                of = (posted.lease.job, posted.lease.task, posted.lease.token)
-                why = batch.refused.get(slot)
-                if why is not None:
-                    self.group.answer(slot, Answer(of, None, lost=why))
-                    continue
-                claimed = batch.picks.get(slot)
-                self.group.answer(slot, Answer(of, tip, claimed[1] if claimed else None, posted.now + posted.ask.ttl))
+        """Under the lock: write `own` finish and what the others posted for its job in one commit."""
+        lease, ask, result = own.lease, own.ask, own.result
+        assert lease is not None and result is not None
+        self._check_lease(lease, own.now)  # refused: LeaseLost, and nothing taken from the others
+        snapshot, change, batch = self._write_batch(own, lease.job)
         task, pick = change.tasks[lease.task], batch.picks.get(OWN)
         if pick is None:
             return task, None
@@ -120,16 +101,54 @@ class LeaseFinish:
             return task, granted_lease(snapshot, change, pick[1], ask.owner, own.now + ask.ttl)
         return task, self._claim_chosen(*pick, ask.owner, ask.ttl, own.now)
 
+    def _write_batch(self, own: Posted, job: str) -> tuple[Snapshot, Change, _Batch]:
+        """Under the lock: write `own` and the finishes and claims the others posted for `job` in one commit, and
+        answer them. NothingToWrite when no claim found a task and there was no finish.
+
+        Should the write fail, nothing is answered: each of the others, finding what it posted taken and not
+        answered, writes it itself."""
+        batch = _Batch(self, own)
+        batch.taken = self.group.take(job) if self.group is not None else []
+        for slot, posted in batch.taken:
+            try:
+                if posted.lease is not None:
+                    self._check_lease(posted.lease, posted.now)
+                batch.entries.append((slot, posted))
+            except LeaseLost as exc:
+                batch.refused_first[slot] = str(exc)
+        try:
+            snapshot, change = self._transition(job, batch.build)
+        except NothingToWrite:
+            self._answer(batch, None)
+            raise
+        self._answer(batch, self.index.job_tip(job))
+        return snapshot, change, batch
+
+    def _answer(self, batch: _Batch, tip: str | None) -> None:
+        """Tell each worker whose post the batch took what became of it (written in `tip`, or refused)."""
+        if self.group is None:
+            return
+        for slot, posted in batch.taken:
+            why = batch.refused.get(slot)
+            if why is not None:
+                self.group.answer(slot, Answer(posted.of, None, lost=why))
+                continue
+            claimed = batch.picks.get(slot)
+            self.group.answer(slot, Answer(posted.of, tip, claimed[1] if claimed else None, posted.now + posted.ask.ttl))
+
     def _answered(self, lease: Lease, ask: Ask, answer: Answer) -> tuple[Task, Lease | None]:
         """The records another worker wrote for this one's finish, read at the commit it answered."""
         if answer.lost is not None or answer.tip is None:
             raise LeaseLost(answer.lost or f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
         snapshot = self.refs.snapshot(lease.job, answer.tip)
-        task = snapshot.task(lease.task)
+        return snapshot.task(lease.task), self._claimed(snapshot, ask, answer)
+
+    def _claimed(self, snapshot: Snapshot, ask: Ask, answer: Answer) -> Lease | None:
+        """The lease another worker claimed for this one (None: it found no task), read at the answered commit."""
         if answer.claimed is None:
-            return task, None
+            return None
         claimed = Change(state=snapshot.state, tasks={answer.claimed: snapshot.task(answer.claimed)})
-        return task, granted_lease(snapshot, claimed, answer.claimed, ask.owner, answer.expires)
+        return granted_lease(snapshot, claimed, answer.claimed, ask.owner, answer.expires)
 
     def _check_lease(self, lease: Lease, now: float) -> None:
         row = self.index.db.execute(
@@ -164,13 +183,18 @@ class LeaseFinish:
 OWN = -1  # the slot of the finish of the worker that holds the lock
 
 
+class NothingToWrite(Exception):
+    """A batch of claims only, none of which found a task: no commit to make."""
+
+
 class _Batch:
-    """The finishes one commit writes, the holder's first, each followed by its worker's next claim in the job."""
+    """The finishes one commit writes, the holder's first, each followed by its worker's next claim in the job;
+    and the claims posted alone (a worker's first, or its next after an idle spell)."""
 
     def __init__(self, ledger: LeaseFinish, own: Posted) -> None:
         self.ledger = ledger
-        self.finishes: list[tuple[int, Posted]] = [(OWN, own)]
-        self.taken: list[tuple[int, Posted]] = []  # the other workers' finishes, by slot
+        self.entries: list[tuple[int, Posted]] = [(OWN, own)]
+        self.taken: list[tuple[int, Posted]] = []  # what the other workers posted, by slot
         self.refused_first: dict[int, str] = {}  # slot -> why its lease was no longer held
         self.refused: dict[int, str] = {}  # the same, and the finishes that did not apply
         self.picks: dict[int, Pick | None] = {}
@@ -181,21 +205,24 @@ class _Batch:
         self.refused, self.picks = dict(self.refused_first), {}
         pending = Pending(snapshot)
         artifacts: list[Artifact] = []
-        for slot, posted in self.finishes:
+        for slot, posted in self.entries:
             if slot in self.refused:
                 continue
-            finish, written = ledger._finish_builder(posted.lease, posted.result, posted.now)(snapshot, len(pending.ops))
-            try:
-                pending.add(finish)
-            except (InvalidTransition, LeaseLost) as exc:
-                if slot == OWN:
-                    raise
-                self.refused[slot] = str(exc)
-                continue
-            artifacts.extend(written)
+            if posted.lease is not None and posted.result is not None:
+                finish, written = ledger._finish_builder(posted.lease, posted.result, posted.now)(snapshot, len(pending.ops))
+                try:
+                    pending.add(finish)
+                except (InvalidTransition, LeaseLost) as exc:
+                    if slot == OWN:
+                        raise
+                    self.refused[slot] = str(exc)
+                    continue
+                artifacts.extend(written)
             pick = ledger._claim_next(pending, posted.ask, posted.now, posted.holder)
             # The holder claims in another job after this commit; the others, at their next step.
             self.picks[slot] = pick if slot == OWN or (pick is not None and pick[0] == snapshot.job_id) else None
+        if not pending.ops:
+            raise NothingToWrite
         return pending.ops, artifacts
 
 

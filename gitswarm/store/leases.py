@@ -46,10 +46,11 @@ from gitswarm.model.ops import (
 from gitswarm.model.records import Job, Task, TaskState
 from gitswarm.model.reducer import Change
 from gitswarm.model.spec import JobSpec
+from gitswarm.store.group_commit import Posted
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.lease_ends import LAPSED, STOPPED, LeaseEnds
-from gitswarm.store.lease_finish import LeaseFinish, Pending, Pick
+from gitswarm.store.lease_finish import OWN, LeaseFinish, NothingToWrite, Pending, Pick
 from gitswarm.store.lease_types import (
     Ask,
     Build,
@@ -210,8 +211,24 @@ class Ledger(LeaseEnds, LeaseFinish):
         query, params = self._claim_query(now, job_id, exclude, skip_jobs)
         if not self.index.db.execute(query, params).fetchone():
             return None  # nothing to claim: no need to take the write lock
-        with self.index.immediate():
-            return self._claim_locked(owner, ttl, now, job_id, exclude, skip_jobs)
+        group = self.group
+        if group is None or job_id is None:
+            with self.index.immediate():
+                return self._claim_locked(owner, ttl, now, job_id, exclude, skip_jobs)
+        # One of a supervisor's workers claiming in its job: another may claim for it, or it for the others.
+        own = Posted(None, None, now, Ask(owner, ttl, job_id, exclude, skip_jobs), self.holder)
+        posted = group.post(own)
+        with self.index.write_lock():
+            answer = group.withdraw(own.of) if posted else None
+            if answer is None:
+                with self.index.transaction():
+                    try:
+                        snapshot, change, batch = self._write_batch(own, job_id)
+                    except NothingToWrite:
+                        return None
+                pick = batch.picks.get(OWN)
+                return None if pick is None else granted_lease(snapshot, change, pick[1], owner, now + ttl)
+        return None if answer.tip is None else self._claimed(self.refs.snapshot(job_id, answer.tip), own.ask, answer)
 
     def _claim_query(
         self, now: float, job_id: str | None, exclude: frozenset[str] = frozenset(), skip_jobs: frozenset[str] = frozenset()

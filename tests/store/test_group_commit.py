@@ -22,6 +22,7 @@ from gitswarm.model.records import TaskSpec
 from gitswarm.store.group_commit import POSTED, SLOT_BYTES, Answer, Posted, Seat, Slots
 from gitswarm.store.holders import this_process
 from gitswarm.store.jobs import parse_ops
+from gitswarm.store.lease_finish import NothingToWrite
 from gitswarm.store.leases import Ask, Lease, Result
 from tests.conftest import cli, git, ok, spec_text
 
@@ -79,7 +80,7 @@ def test_the_holder_of_the_lock_writes_a_posted_finish_with_its_own_in_one_commi
     assert [op.clock for op in last] == list(range(last[0].clock, last[0].clock + 4))  # type: ignore[attr-defined]
     assert task_a.state.value == "succeeded" and next_a is not None and next_a.owner == "a"
 
-    answer = seat_b.withdraw(lease_b)  # what b finds once it gets the lock
+    answer = seat_b.withdraw(of(lease_b))  # what b finds once it gets the lock
     assert answer is not None and answer.tip == git(repo, "rev-parse", f"refs/swarm/jobs/{job}").strip()
     task_b, next_b = b.ledger._answered(lease_b, Ask("b", 30, job), answer)
     assert task_b.state.value == "succeeded" and task_b.id == lease_b.task
@@ -87,7 +88,7 @@ def test_the_holder_of_the_lock_writes_a_posted_finish_with_its_own_in_one_commi
     assert next_b.spec.id == next_b.task and next_b.expires == now + 1 + 30
     assert b.index.lease(job, next_b.task).owner == "b"  # the index knows the lease b now holds
     assert a.index.task_state(job, lease_b.task) == "succeeded"
-    assert seat_b.withdraw(lease_b) is None  # an answer is read once
+    assert seat_b.withdraw(of(lease_b)) is None  # an answer is read once
 
 
 def test_a_worker_waiting_on_the_lock_finds_its_finish_written_and_goes_on(pair, repo: Path) -> None:
@@ -137,7 +138,7 @@ def test_a_posted_finish_whose_lease_ran_out_is_refused_and_stops_no_other(pair,
     a.ledger.finish_and_claim(lease_a, Result(True), now + 5, Ask("a", 30, job))
     last = ops_by_commit(repo, job)[-1]
     assert [(type(op).__name__, op.task) for op in last] == [("TaskFinished", lease_a.task), ("TaskClaimed", last[1].task)]
-    answer = seat_b.withdraw(lease_b)
+    answer = seat_b.withdraw(of(lease_b))
     assert answer is not None and answer.tip is None and "no longer held" in (answer.lost or "")
     with pytest.raises(LeaseLost, match="no longer held"):
         b.ledger._answered(lease_b, Ask("b", 30, job), answer)
@@ -154,9 +155,44 @@ def test_a_finish_posted_for_another_job_is_left_for_its_worker(pair, repo: Path
     assert b.ledger.group.post(Posted(lease_b, Result(True), now, Ask("b", 30, other), other_holder()))
     a.ledger.finish_and_claim(lease_a, Result(True), now, Ask("a", 30, job))
     assert slots._flags[1] == POSTED  # not taken
-    assert b.ledger.group.withdraw(lease_b) is None  # so b writes it itself
+    assert b.ledger.group.withdraw(of(lease_b)) is None  # so b writes it itself
     task_b, _ = b.ledger.finish_and_claim(lease_b, Result(True), now, Ask("b", 30, other))
     assert task_b.state.value == "succeeded"
+
+
+def test_a_posted_claim_is_written_with_the_holders_finish_and_answered_with_its_lease(pair, repo: Path) -> None:
+    """A worker's first claim (or its next after an idle spell) rides in the commit of whoever holds the lock."""
+    a, b, _, job = pair
+    now = time.time()
+    lease_a = a.ledger.claim("a", 30, now, job_id=job)
+    own = Posted(None, None, now, Ask("b", 30, job), other_holder())
+    assert b.ledger.group.post(own)
+    a.ledger.finish_and_claim(lease_a, Result(True), now, Ask("a", 30, job))
+    last = ops_by_commit(repo, job)[-1]
+    assert [type(op).__name__ for op in last] == ["TaskFinished", "TaskClaimed", "TaskClaimed"]
+    claimed_b = last[2]
+    assert claimed_b.owner == "b" and claimed_b.holder == own.holder
+    answer = b.ledger.group.withdraw(own.of)
+    assert answer is not None and answer.claimed == claimed_b.task
+    lease_b = b.ledger._claimed(b.refs.snapshot(job, answer.tip), own.ask, answer)
+    assert lease_b is not None and (lease_b.task, lease_b.owner, lease_b.token) == (claimed_b.task, "b", claimed_b.token)
+
+
+def test_a_claim_that_finds_nothing_writes_nothing_and_answers_no_task(pair, repo: Path) -> None:
+    a, b, _, job = pair
+    now = time.time()
+    leases = [a.ledger.claim(f"w{i}", 30, now, job_id=job) for i in range(6)]  # every task taken
+    assert all(leases)
+    before = ops_by_commit(repo, job)
+    own = Posted(None, None, now, Ask("b", 30, job), other_holder())
+    assert b.ledger.group.post(own)
+    assert a.ledger.claim("a", 30, now, job_id=job) is None  # (the pre-check finds nothing queued: no lock taken)
+    with a.index.write_lock(), a.index.transaction():  # a holder whose own claim finds nothing either
+        with pytest.raises(NothingToWrite):
+            a.ledger._write_batch(Posted(None, None, now, Ask("a", 30, job), this_process()), job)
+    assert ops_by_commit(repo, job) == before
+    answer = b.ledger.group.withdraw(own.of)
+    assert answer is not None and answer.tip is None and answer.claimed is None
 
 
 def test_a_finish_too_large_for_a_slot_is_not_posted(pair) -> None:
@@ -167,6 +203,10 @@ def test_a_finish_too_large_for_a_slot_is_not_posted(pair) -> None:
     assert not b.ledger.group.post(Posted(lease, huge, now, Ask("b", 30, job), this_process()))
     task, _ = b.ledger.finish_and_claim(lease, huge, now, Ask("b", 30, job))  # written by its worker
     assert task.state.value in ("queued", "failed")
+
+
+def of(lease: Lease) -> tuple[str, str, int]:
+    return (lease.job, lease.task, lease.token)
 
 
 def lease_of(task: str, token: int) -> Lease:
@@ -219,7 +259,7 @@ class SlotsProtocol(RuleBasedStateMachine):
     def withdraw(self, data: st.DataObject) -> None:
         slot = data.draw(st.sampled_from(sorted(self.waiting)))
         lease = self.waiting.pop(slot)
-        got = self.seats[slot].withdraw(lease)
+        got = self.seats[slot].withdraw(of(lease))
         if self.state[slot] == ("answered", lease):
             assert got is not None and got.of == (lease.job, lease.task, lease.token) and got.tip == "tip"
         else:
