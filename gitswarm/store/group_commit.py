@@ -1,35 +1,39 @@
-"""Group commit: the finishes of one supervisor's workers, written together by whichever holds the write lock.
+"""Group commit: the finishes and claims of one supervisor's workers, written together by whichever holds the lock.
 
 A transition costs ~1.5 ms, and nearly all of it is the same whatever it
 records: reading the job's tip, its root tree, a commit, the ref, the index's
 transaction. With four workers on two cores, two or three of them are often
 queued on the write lock, each to write one finish. So a worker posts its
-finish (with what it asks to claim next) in a slot of shared memory before it
-waits for the lock. The worker that holds the lock takes every finish posted
-for its job and writes them with its own, in one commit: each checked and
-applied on its own (one refused finish does not stop the others), each
-followed by that worker's next claim, named for that worker's process (its
-`Holder`). It leaves each an answer: the commit, the task it finished, the
-task it claimed (or why its finish was refused).
+finish (with what it asks to claim next), or its claim alone, in a slot of
+shared memory before it waits for the lock. The worker that holds the lock
+takes everything posted for its job and writes it with its own, in one commit
+(store/lease_finish.py), and once that commit is in the index, leaves each an
+answer: the commit, the task it claimed for that worker (or why its finish was
+refused).
 
-A worker that gets the lock and finds an answer is done; it reads its records
-at the answered commit. One whose finish is still posted withdraws it and
-writes it itself, as does one whose finish was taken by a holder that died
-before answering (the finish may have landed: its fencing token then refuses
-the second write, and the worker treats the lease as lost, as when any write's
-fate is unknown).
+A worker that gets the lock and finds its answer is done; it reads its
+records at the answered commit. One whose post is still there withdraws it
+and writes it itself, as does one whose post was taken by a holder that died
+or failed before answering (a finish that landed after all is then refused by
+its fencing token: the worker treats the lease as lost, as when any write's
+fate is unknown; a claim that landed for it is held until its lease runs out).
 
 The slots are shared memory made by the supervisor before it forks its
 workers: only they share them, so nothing in a slot comes from outside this
-run. Every read and write of a slot is under the slots' own lock, and a slot
-changes hands only under the index's write lock: posted by its worker while
-it waits, taken and answered by the holder, read and emptied by its worker.
+run. No lock of their own guards them (a process killed while holding one
+would stop every other): a worker writes only its own slot, and only while
+it is not waiting; the holder of the index's write lock marks what it takes
+and answers it; a slot's worker empties it under that lock. Every write puts
+the bytes first and the flag last, with a checksum a reader verifies, so a
+write torn by a race (a slot given to a new worker while a holder answers
+the dead one's post) is read as nothing and never decoded.
 """
 
 from __future__ import annotations
 
 import ctypes
 import pickle
+import zlib
 from multiprocessing.context import BaseContext
 from typing import Any, NamedTuple
 
@@ -63,7 +67,8 @@ class Posted(NamedTuple):
 
 class Answer(NamedTuple):
     """What the holder of the lock did with the posted finish or claim `of` (Posted.of): written in commit
-    `tip` (and `claimed` the worker's next task), or refused (`lost`: why its lease was no longer held)."""
+    `tip` (and `claimed` the worker's next task, its lease until `expires`), or refused (`lost`: why its
+    lease was no longer held)."""
 
     of: tuple[str, str, int]
     tip: str | None
@@ -79,25 +84,43 @@ class Slots:
         self.count = count
         self._flags: Any = context.RawArray(ctypes.c_int, count)
         self._sizes: Any = context.RawArray(ctypes.c_int, count)
+        self._sums: Any = context.RawArray(ctypes.c_uint, count)
         self._data: Any = context.RawArray(ctypes.c_char, count * SLOT_BYTES)
-        self._lock = context.Lock()
 
     def clear(self, slot: int) -> None:
-        """Empty a slot for a new worker (its last one may have died with a finish posted)."""
-        with self._lock:
-            self._flags[slot] = EMPTY
+        """Empty a slot for a new worker (its last one may have died with something posted)."""
+        self._flags[slot] = EMPTY
 
     def seat(self, slot: int) -> Seat:
         return Seat(self, slot)
 
-    def _write(self, slot: int, payload: bytes, flag: int) -> None:
-        with self._lock:
-            ctypes.memmove(ctypes.addressof(self._data) + slot * SLOT_BYTES, payload, len(payload))
-            self._sizes[slot] = len(payload)
-            self._flags[slot] = flag
+    def write(self, slot: int, record: Posted | Answer, flag: int) -> bool:
+        """Put `record` in `slot`, then `flag`; False (nothing written) when it does not fit."""
+        payload = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
+        if len(payload) > SLOT_BYTES:
+            return False
+        ctypes.memmove(ctypes.addressof(self._data) + slot * SLOT_BYTES, payload, len(payload))
+        self._sizes[slot] = len(payload)
+        self._sums[slot] = zlib.crc32(payload)
+        self._flags[slot] = flag
+        return True
 
-    def _read(self, slot: int) -> bytes:
-        return ctypes.string_at(ctypes.addressof(self._data) + slot * SLOT_BYTES, self._sizes[slot])
+    def flag(self, slot: int) -> int:
+        return int(self._flags[slot])
+
+    def mark(self, slot: int, flag: int) -> None:
+        self._flags[slot] = flag
+
+    def read(self, slot: int) -> Posted | Answer | None:
+        """What the slot holds; None when a racing write tore it."""
+        size = self._sizes[slot]
+        if not 0 < size <= SLOT_BYTES:
+            return None
+        payload = ctypes.string_at(ctypes.addressof(self._data) + slot * SLOT_BYTES, size)
+        if zlib.crc32(payload) != self._sums[slot]:
+            return None
+        found = pickle.loads(payload)  # (bytes this run's own processes wrote, checked whole)
+        return found if isinstance(found, (Posted, Answer)) else None
 
 
 class Seat:
@@ -107,43 +130,35 @@ class Seat:
         self.slots = slots
         self.slot = slot
 
-    def post(self, finish: Posted) -> bool:
-        """Offer the finish to whoever holds the write lock next; False when it does not fit a slot."""
-        payload = pickle.dumps(finish, pickle.HIGHEST_PROTOCOL)
-        if len(payload) > SLOT_BYTES:
-            return False
-        self.slots._write(self.slot, payload, POSTED)
-        return True
+    def post(self, posted: Posted) -> bool:
+        """Offer a finish or a claim to whoever holds the write lock next; False when it does not fit a slot."""
+        return self.slots.write(self.slot, posted, POSTED)
 
     def withdraw(self, of: tuple[str, str, int]) -> Answer | None:
-        """Under the write lock: the answer to this worker's posted finish or claim (`of`: Posted.of), or None
-        when it is for the worker to write (still posted, or taken by a holder that died before answering). The
-        slot is empty after.
+        """Under the write lock: the answer to this worker's post (`of`: Posted.of), or None when it is for the
+        worker to write (still posted, or taken by a holder that died or failed before answering). The slot is
+        empty after.
 
         An answer to another post is ignored: one meant for the worker that had the slot before (it died
-        with its finish posted, and the new one posted before the answer came)."""
+        with something posted, and the new one posted before the answer came)."""
         slots = self.slots
-        with slots._lock:
-            flag = slots._flags[self.slot]
-            payload = slots._read(self.slot) if flag == ANSWERED else None
-            slots._flags[self.slot] = EMPTY
-        answer: Answer | None = None if payload is None else pickle.loads(payload)
-        return answer if answer is not None and answer.of == of else None
+        answer = slots.read(self.slot) if slots.flag(self.slot) == ANSWERED else None
+        slots.mark(self.slot, EMPTY)
+        return answer if isinstance(answer, Answer) and answer.of == of else None
 
     def take(self, job: str) -> list[tuple[int, Posted]]:
         """Under the write lock: the other workers' finishes and claims posted for `job`, each marked taken."""
         slots = self.slots
         found: list[tuple[int, Posted]] = []
-        with slots._lock:
-            for slot in range(slots.count):
-                if slot == self.slot or slots._flags[slot] != POSTED:
-                    continue
-                posted: Posted = pickle.loads(slots._read(slot))
-                if posted.job == job:
-                    slots._flags[slot] = TAKEN
-                    found.append((slot, posted))
+        for slot in range(slots.count):
+            if slot == self.slot or slots.flag(slot) != POSTED:
+                continue
+            posted = slots.read(slot)
+            if isinstance(posted, Posted) and posted.job == job:
+                slots.mark(slot, TAKEN)
+                found.append((slot, posted))
         return found
 
     def answer(self, slot: int, answer: Answer) -> None:
-        """Under the write lock: tell the worker of `slot` what became of its finish."""
-        self.slots._write(slot, pickle.dumps(answer, pickle.HIGHEST_PROTOCOL), ANSWERED)
+        """Under the write lock: tell the worker of `slot` what became of what it posted."""
+        self.slots.write(slot, answer, ANSWERED)

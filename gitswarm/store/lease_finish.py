@@ -2,17 +2,19 @@
 `Ledger` (store/leases.py), whose critical section each finish is written in.
 
 With `group` set (the workers of one supervisor, store/group_commit.py), the
-worker that holds the write lock writes the finishes the others posted for its
-job in the same commit as its own, each followed by that worker's next claim.
+worker that holds the write lock writes what the others posted for its job (a
+finish and the next claim, or a claim alone) in the same commit as its own,
+and answers them once the commit is in the index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.errors import InvalidTransition, LeaseLost
-from gitswarm.model.ops import Holder, Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import Holder, Op, TaskFinished
 from gitswarm.model.records import Task
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.group_commit import Answer, Posted, Seat
@@ -21,6 +23,15 @@ from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.lease_types import Ask, Build, Lease, Result, granted_lease
 
 Pick = tuple[str, str]  # (job, task) to claim next
+OWN = -1  # the slot of what the worker that holds the lock writes for itself
+
+
+class NothingToWrite(Exception):
+    """A batch of claims only, none of which found a task: no commit to make (`batch`: to answer them so)."""
+
+    def __init__(self, batch: _Batch) -> None:
+        super().__init__("nothing to write")
+        self.batch = batch
 
 
 class LeaseFinish:
@@ -29,24 +40,13 @@ class LeaseFinish:
     refs: JobRefs
     index: Index
     holder: Holder
-    group: Seat | None = None  # the slots this supervisor's workers post their finishes in
+    group: Seat | None = None  # the slots this supervisor's workers post their finishes and claims in
 
     def _transition(self, job_id: str, build: Build) -> tuple[Snapshot, Change]:
         raise NotImplementedError  # the ledger's: build, append by CAS, record in the index
 
-    def _pick(
-        self, now: float, job_id: str | None, pending: Change | None = None, pending_job: str = "",
-        exclude: frozenset[str] = frozenset(), skip_jobs: frozenset[str] = frozenset(),
-    ) -> Pick | None:
-        raise NotImplementedError  # the ledger's: which queued task to claim next
-
-    def _claim_op(
-        self, snapshot: Snapshot, task: Task, owner: str, ttl: float, now: float, after: int = 0, holder: Holder | None = None,
-    ) -> TaskClaimed:
-        raise NotImplementedError
-
     def _claim_chosen(self, job_id: str, task_id: str, owner: str, ttl: float, now: float) -> Lease | None:
-        raise NotImplementedError
+        raise NotImplementedError  # the ledger's: lease that task, in its own transition
 
     def _claim_next(self, pending: Pending, ask: Ask, now: float, holder: Holder) -> Pick | None:
         raise NotImplementedError  # the ledger's: add the claim `ask` makes next in the pending commit's job
@@ -79,35 +79,39 @@ class LeaseFinish:
             with self.index.immediate():
                 return self._finish_locked(lease, result, now), None
         own = Posted(lease, result, now, ask, self.holder)
-        group = self.group
-        posted = group is not None and group.post(own)
-        with self.index.write_lock():
-            answer = group.withdraw(own.of) if posted and group is not None else None
+        with self._turn(own) as answer:
             if answer is None:
                 with self.index.transaction():
-                    return self._finish_batch(own)
-        return self._answered(lease, ask, answer)
+                    self._check_lease(lease, now)  # refused: LeaseLost, and nothing taken from the others
+                    snapshot, change, batch = self._write_batch(own, lease.job)
+                self._answer(batch, change)
+                task, pick = change.tasks[lease.task], batch.picks.get(OWN)
+                if pick is None:
+                    return task, None
+                if pick[0] == lease.job:
+                    return task, granted_lease(snapshot, change, pick[1], ask.owner, now + ask.ttl)
+                with self.index.transaction():  # its next task is in another job: a commit of its own, still in its turn
+                    return task, self._claim_chosen(*pick, ask.owner, ask.ttl, now)
+        if answer.lost is not None or answer.tip is None:
+            raise LeaseLost(answer.lost or f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
+        snapshot = self.refs.snapshot(lease.job, answer.tip)
+        return snapshot.task(lease.task), self._claimed(snapshot, ask, answer)
 
-    def _finish_batch(self, own: Posted) -> tuple[Task, Lease | None]:
-        """Under the lock: write `own` finish and what the others posted for its job in one commit."""
-        lease, ask, result = own.lease, own.ask, own.result
-        assert lease is not None and result is not None
-        self._check_lease(lease, own.now)  # refused: LeaseLost, and nothing taken from the others
-        snapshot, change, batch = self._write_batch(own, lease.job)
-        task, pick = change.tasks[lease.task], batch.picks.get(OWN)
-        if pick is None:
-            return task, None
-        if pick[0] == lease.job:
-            return task, granted_lease(snapshot, change, pick[1], ask.owner, own.now + ask.ttl)
-        return task, self._claim_chosen(*pick, ask.owner, ask.ttl, own.now)
+    @contextlib.contextmanager
+    def _turn(self, own: Posted) -> Iterator[Answer | None]:
+        """Post `own` for another worker to write, wait for the write lock, and (holding it) yield what that
+        worker answered: None when `own` is this worker's to write, under the lock it holds."""
+        posted = self.group is not None and self.group.post(own)
+        with self.index.write_lock():
+            yield self.group.withdraw(own.of) if posted and self.group is not None else None
 
     def _write_batch(self, own: Posted, job: str) -> tuple[Snapshot, Change, _Batch]:
-        """Under the lock: write `own` and the finishes and claims the others posted for `job` in one commit, and
-        answer them. NothingToWrite when no claim found a task and there was no finish.
+        """Under the lock, in the caller's transaction: write `own` and the finishes and claims the others
+        posted for `job` in one commit. NothingToWrite when no claim found a task and there was no finish.
 
-        Should the write fail, nothing is answered: each of the others, finding what it posted taken and not
-        answered, writes it itself."""
-        batch = _Batch(self, own)
+        The others are answered (`_answer`) once the transaction is committed: should anything fail before,
+        each finds what it posted taken and not answered, and writes it itself."""
+        batch = _Batch(self, own, job)
         batch.taken = self.group.take(job) if self.group is not None else []
         for slot, posted in batch.taken:
             try:
@@ -115,33 +119,29 @@ class LeaseFinish:
                     self._check_lease(posted.lease, posted.now)
                 batch.entries.append((slot, posted))
             except LeaseLost as exc:
-                batch.refused_first[slot] = str(exc)
+                batch.lost[slot] = str(exc)
         try:
             snapshot, change = self._transition(job, batch.build)
         except NothingToWrite:
-            self._answer(batch, None)
+            batch.written = False
             raise
-        self._answer(batch, self.index.job_tip(job))
         return snapshot, change, batch
 
-    def _answer(self, batch: _Batch, tip: str | None) -> None:
-        """Tell each worker whose post the batch took what became of it (written in `tip`, or refused)."""
-        if self.group is None:
+    def _answer(self, batch: _Batch, change: Change | None) -> None:
+        """Tell each worker whose post the batch took what became of it (written in the job's tip, now
+        committed to the index; or refused)."""
+        if self.group is None or not batch.taken:
             return
+        tip = self.index.job_tip(batch.job) if batch.written else None
         for slot, posted in batch.taken:
             why = batch.refused.get(slot)
             if why is not None:
                 self.group.answer(slot, Answer(posted.of, None, lost=why))
                 continue
-            claimed = batch.picks.get(slot)
-            self.group.answer(slot, Answer(posted.of, tip, claimed[1] if claimed else None, posted.now + posted.ask.ttl))
-
-    def _answered(self, lease: Lease, ask: Ask, answer: Answer) -> tuple[Task, Lease | None]:
-        """The records another worker wrote for this one's finish, read at the commit it answered."""
-        if answer.lost is not None or answer.tip is None:
-            raise LeaseLost(answer.lost or f"{lease.job}/{lease.task}: lease {lease.token} is no longer held; result refused")
-        snapshot = self.refs.snapshot(lease.job, answer.tip)
-        return snapshot.task(lease.task), self._claimed(snapshot, ask, answer)
+            pick = batch.picks.get(slot)
+            claimed = change.tasks.get(pick[1]) if pick is not None and change is not None else None
+            expires = (claimed.lease_expires or 0.0) if claimed is not None else 0.0
+            self.group.answer(slot, Answer(posted.of, tip, claimed.id if claimed else None, expires))
 
     def _claimed(self, snapshot: Snapshot, ask: Ask, answer: Answer) -> Lease | None:
         """The lease another worker claimed for this one (None: it found no task), read at the answered commit."""
@@ -180,29 +180,24 @@ class LeaseFinish:
         return change.tasks[lease.task]
 
 
-OWN = -1  # the slot of the finish of the worker that holds the lock
-
-
-class NothingToWrite(Exception):
-    """A batch of claims only, none of which found a task: no commit to make."""
-
-
 class _Batch:
-    """The finishes one commit writes, the holder's first, each followed by its worker's next claim in the job;
-    and the claims posted alone (a worker's first, or its next after an idle spell)."""
+    """What one commit writes: the holder's own finish or claim first, then each other worker's finish (with
+    its next claim in the job) or lone claim, in slot order."""
 
-    def __init__(self, ledger: LeaseFinish, own: Posted) -> None:
+    def __init__(self, ledger: LeaseFinish, own: Posted, job: str) -> None:
         self.ledger = ledger
+        self.job = job
         self.entries: list[tuple[int, Posted]] = [(OWN, own)]
         self.taken: list[tuple[int, Posted]] = []  # what the other workers posted, by slot
-        self.refused_first: dict[int, str] = {}  # slot -> why its lease was no longer held
-        self.refused: dict[int, str] = {}  # the same, and the finishes that did not apply
+        self.lost: dict[int, str] = {}  # slot -> why its lease was no longer held (checked before the build)
+        self.refused: dict[int, str] = {}  # those, and the finishes that did not apply
         self.picks: dict[int, Pick | None] = {}
+        self.written = True
 
     def build(self, snapshot: Snapshot) -> tuple[list[Op], list[Artifact]]:
-        """Every finish that applies, in order, on `snapshot` (run again on a new tip should the CAS lose)."""
+        """Everything that applies, in order, on `snapshot` (run again on a new tip should the CAS lose)."""
         ledger = self.ledger
-        self.refused, self.picks = dict(self.refused_first), {}
+        self.refused, self.picks = dict(self.lost), {}
         pending = Pending(snapshot)
         artifacts: list[Artifact] = []
         for slot, posted in self.entries:
@@ -222,7 +217,7 @@ class _Batch:
             # The holder claims in another job after this commit; the others, at their next step.
             self.picks[slot] = pick if slot == OWN or (pick is not None and pick[0] == snapshot.job_id) else None
         if not pending.ops:
-            raise NothingToWrite
+            raise NothingToWrite(self)
         return pending.ops, artifacts
 
 

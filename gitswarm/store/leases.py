@@ -217,15 +217,15 @@ class Ledger(LeaseEnds, LeaseFinish):
                 return self._claim_locked(owner, ttl, now, job_id, exclude, skip_jobs)
         # One of a supervisor's workers claiming in its job: another may claim for it, or it for the others.
         own = Posted(None, None, now, Ask(owner, ttl, job_id, exclude, skip_jobs), self.holder)
-        posted = group.post(own)
-        with self.index.write_lock():
-            answer = group.withdraw(own.of) if posted else None
+        with self._turn(own) as answer:
             if answer is None:
-                with self.index.transaction():
-                    try:
+                try:
+                    with self.index.transaction():
                         snapshot, change, batch = self._write_batch(own, job_id)
-                    except NothingToWrite:
-                        return None
+                except NothingToWrite as nothing:
+                    self._answer(nothing.batch, None)
+                    return None
+                self._answer(batch, change)
                 pick = batch.picks.get(OWN)
                 return None if pick is None else granted_lease(snapshot, change, pick[1], owner, now + ttl)
         return None if answer.tip is None else self._claimed(self.refs.snapshot(job_id, answer.tip), own.ask, answer)
@@ -308,13 +308,14 @@ class Ledger(LeaseEnds, LeaseFinish):
 
     def _claim_next(self, pending: Pending, ask: Ask, now: float, holder: Holder) -> Pick | None:
         """Add to `pending` the claim of the task `ask` would take next (or stop the job, its budget spent);
-        the (job, task) it picked: None when nothing is left to claim, another job's task not added."""
+        the (job, task) it picked: None when nothing is left to claim, another job's task not added (a
+        stopped or cancelled job's never are: the next claim looks elsewhere)."""
         snapshot, state = pending.snapshot, pending.state
-        if state.stopped or state.cancelled:
-            return None
         pick = self._pick(now, ask.job, pending.change(), snapshot.job_id, ask.exclude, ask.skip_jobs)
         if pick is None or pick[0] != snapshot.job_id:
             return pick
+        if state.stopped or state.cancelled:
+            return None
         spent = exhausted(snapshot.job, state, now)
         if spent is not None:
             pending.add(self.refs.next_op(BudgetStopped, snapshot, now, len(pending.ops), reason=spent))

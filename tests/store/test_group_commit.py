@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -82,7 +83,8 @@ def test_the_holder_of_the_lock_writes_a_posted_finish_with_its_own_in_one_commi
 
     answer = seat_b.withdraw(of(lease_b))  # what b finds once it gets the lock
     assert answer is not None and answer.tip == git(repo, "rev-parse", f"refs/swarm/jobs/{job}").strip()
-    task_b, next_b = b.ledger._answered(lease_b, Ask("b", 30, job), answer)
+    snapshot = b.refs.snapshot(job, answer.tip)
+    task_b, next_b = snapshot.task(lease_b.task), b.ledger._claimed(snapshot, Ask("b", 30, job), answer)
     assert task_b.state.value == "succeeded" and task_b.id == lease_b.task
     assert next_b is not None and next_b.task == claimed_b.task and next_b.owner == "b" and next_b.token == claimed_b.token
     assert next_b.spec.id == next_b.task and next_b.expires == now + 1 + 30
@@ -140,8 +142,6 @@ def test_a_posted_finish_whose_lease_ran_out_is_refused_and_stops_no_other(pair,
     assert [(type(op).__name__, op.task) for op in last] == [("TaskFinished", lease_a.task), ("TaskClaimed", last[1].task)]
     answer = seat_b.withdraw(of(lease_b))
     assert answer is not None and answer.tip is None and "no longer held" in (answer.lost or "")
-    with pytest.raises(LeaseLost, match="no longer held"):
-        b.ledger._answered(lease_b, Ask("b", 30, job), answer)
     assert a.index.task_state(job, lease_b.task) == "running"  # its lease runs out as any other
 
 
@@ -188,11 +188,60 @@ def test_a_claim_that_finds_nothing_writes_nothing_and_answers_no_task(pair, rep
     assert b.ledger.group.post(own)
     assert a.ledger.claim("a", 30, now, job_id=job) is None  # (the pre-check finds nothing queued: no lock taken)
     with a.index.write_lock(), a.index.transaction():  # a holder whose own claim finds nothing either
-        with pytest.raises(NothingToWrite):
+        with pytest.raises(NothingToWrite) as nothing:
             a.ledger._write_batch(Posted(None, None, now, Ask("a", 30, job), this_process()), job)
+        a.ledger._answer(nothing.value.batch, None)
     assert ops_by_commit(repo, job) == before
     answer = b.ledger.group.withdraw(own.of)
     assert answer is not None and answer.tip is None and answer.claimed is None
+
+
+def test_a_write_that_fails_after_the_ref_moved_answers_nobody(pair, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The holder's index write fails: the others find what they posted taken and unanswered, and write it
+    themselves; a finish that landed after all is refused by its token, never recorded twice."""
+    a, b, _, job = pair
+    now = time.time()
+    lease_a = a.ledger.claim("a", 30, now, job_id=job)
+    lease_b = b.ledger.claim("b", 30, now, job_id=job)
+    assert b.ledger.group.post(Posted(lease_b, Result(True), now, Ask("b", 30, job), other_holder()))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(a.index, "record", broken)
+    with pytest.raises(sqlite3.OperationalError):
+        a.ledger.finish_and_claim(lease_a, Result(True), now, Ask("a", 30, job))
+    monkeypatch.undo()
+    assert b.ledger.group.withdraw(of(lease_b)) is None  # taken, never answered
+    with pytest.raises(LeaseLost, match="stale"):  # its finish is in the ref already
+        b.ledger.finish_and_claim(lease_b, Result(True), now, Ask("b", 30, job))
+    finished = [op.task for ops in ops_by_commit(repo, job) for op in ops if isinstance(op, TaskFinished)]
+    assert sorted(finished) == sorted([lease_a.task, lease_b.task])  # each once
+
+
+def test_a_budget_spent_in_a_batch_stops_the_job_and_the_later_claims(repo: Path) -> None:
+    a, b = Swarm(repo), Swarm(repo)
+    try:
+        slots = Slots(2, FORK)
+        a.ledger.group, b.ledger.group = slots.seat(0), slots.seat(1)
+        spec = 'goal = "g"\n[budget]\nmax_attempts = 2\n' + "".join(f'[[tasks]]\nid = "t{i}"\ncommand = "true"\n' for i in range(4))
+        job = a.submit_text(spec)
+        now = time.time()
+        lease_a = a.ledger.claim("a", 30, now, job_id=job)
+        lease_b = b.ledger.claim("b", 30, now, job_id=job)
+        posted = Posted(lease_b, Result(True), now, Ask("b", 30, job), other_holder())
+        assert b.ledger.group.post(posted)
+        _, next_a = a.ledger.finish_and_claim(lease_a, Result(True), now, Ask("a", 30, job))
+        assert next_a is None
+        last = ops_by_commit(repo, job)[-1]
+        assert [type(op).__name__ for op in last] == ["TaskFinished", "BudgetStopped", "TaskFinished"]
+        answer = b.ledger.group.withdraw(posted.of)
+        assert answer is not None and answer.tip is not None and answer.claimed is None and answer.lost is None
+        others = {f"t{i}" for i in range(4)} - {lease_a.task, lease_b.task}
+        assert {a.index.task_state(job, t) for t in others} == {"cancelled"}  # stopped: none claimed after it
+    finally:
+        a.close()
+        b.close()
 
 
 def test_a_finish_too_large_for_a_slot_is_not_posted(pair) -> None:

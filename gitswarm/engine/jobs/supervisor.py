@@ -215,7 +215,8 @@ class Supervisor:
         self.watch: RemoteWatch | None = None
         self.siblings: Siblings | None = None
         self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings, or its group-commit slot
-        self.group = Slots(options.workers, _fork)  # where workers post finishes for each other to write (local)
+        # Where the workers post finishes and claims for each other to write (on this repository alone).
+        self.group = Slots(options.workers, _fork) if options.remote is None else None
         self.remote_state: RemoteState | None = None
         self.push_problem = ""
         self.races_said = 0  # lost races said so far (`remote` events with `what` "race")
@@ -239,7 +240,7 @@ class Supervisor:
         if self.siblings is not None:
             self.siblings.seat(slot, owner)
             crew = _remote_work().Crew(self.siblings, slot)
-        else:
+        if self.group is not None:
             self.group.clear(slot)
             group = self.group.seat(slot)
         args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, self.stopped_by, group)
