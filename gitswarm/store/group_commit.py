@@ -18,30 +18,16 @@ or failed before answering (a finish that landed after all is then refused by
 its fencing token: the worker treats the lease as lost, as when any write's
 fate is unknown; a claim that landed for it is held until its lease runs out).
 
-The slots are shared memory made by the supervisor before it forks its
-workers: only they share them, so nothing in a slot comes from outside this
-run. No lock of their own guards them (a process killed while holding one
-would stop every other): a worker writes only its own slot, and only while
-it is not waiting; the holder of the index's write lock marks what it takes
-and answers it; a slot's worker empties it under that lock. Every write puts
-the bytes first and the flag last, with a checksum a reader verifies, so a
-write torn by a race (a slot given to a new worker while a holder answers
-the dead one's post) is read as nothing and never decoded.
+This module holds what is posted and answered; store/group_slots.py, the
+slots of shared memory (loaded only by a run that forks workers).
 """
 
 from __future__ import annotations
 
-import ctypes
-import pickle
-import zlib
-from multiprocessing.context import BaseContext
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from gitswarm.model.ops import Holder
 from gitswarm.store.lease_types import Ask, Lease, Result
-
-EMPTY, POSTED, TAKEN, ANSWERED = 0, 1, 2, 3
-SLOT_BYTES = 64 * 1024  # a finish that does not fit (a very large result) is written by its worker
 
 
 class Posted(NamedTuple):
@@ -75,90 +61,3 @@ class Answer(NamedTuple):
     claimed: str | None = None
     expires: float = 0.0
     lost: str | None = None
-
-
-class Slots:
-    """One slot per worker of a supervisor, in shared memory; made before the workers are forked."""
-
-    def __init__(self, count: int, context: BaseContext) -> None:
-        self.count = count
-        self._flags: Any = context.RawArray(ctypes.c_int, count)
-        self._sizes: Any = context.RawArray(ctypes.c_int, count)
-        self._sums: Any = context.RawArray(ctypes.c_uint, count)
-        self._data: Any = context.RawArray(ctypes.c_char, count * SLOT_BYTES)
-
-    def clear(self, slot: int) -> None:
-        """Empty a slot for a new worker (its last one may have died with something posted)."""
-        self._flags[slot] = EMPTY
-
-    def seat(self, slot: int) -> Seat:
-        return Seat(self, slot)
-
-    def write(self, slot: int, record: Posted | Answer, flag: int) -> bool:
-        """Put `record` in `slot`, then `flag`; False (nothing written) when it does not fit."""
-        payload = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
-        if len(payload) > SLOT_BYTES:
-            return False
-        ctypes.memmove(ctypes.addressof(self._data) + slot * SLOT_BYTES, payload, len(payload))
-        self._sizes[slot] = len(payload)
-        self._sums[slot] = zlib.crc32(payload)
-        self._flags[slot] = flag
-        return True
-
-    def flag(self, slot: int) -> int:
-        return int(self._flags[slot])
-
-    def mark(self, slot: int, flag: int) -> None:
-        self._flags[slot] = flag
-
-    def read(self, slot: int) -> Posted | Answer | None:
-        """What the slot holds; None when a racing write tore it."""
-        size = self._sizes[slot]
-        if not 0 < size <= SLOT_BYTES:
-            return None
-        payload = ctypes.string_at(ctypes.addressof(self._data) + slot * SLOT_BYTES, size)
-        if zlib.crc32(payload) != self._sums[slot]:
-            return None
-        found = pickle.loads(payload)  # (bytes this run's own processes wrote, checked whole)
-        return found if isinstance(found, (Posted, Answer)) else None
-
-
-class Seat:
-    """One worker's slot, and what the holder of the write lock does with the others'."""
-
-    def __init__(self, slots: Slots, slot: int) -> None:
-        self.slots = slots
-        self.slot = slot
-
-    def post(self, posted: Posted) -> bool:
-        """Offer a finish or a claim to whoever holds the write lock next; False when it does not fit a slot."""
-        return self.slots.write(self.slot, posted, POSTED)
-
-    def withdraw(self, of: tuple[str, str, int]) -> Answer | None:
-        """Under the write lock: the answer to this worker's post (`of`: Posted.of), or None when it is for the
-        worker to write (still posted, or taken by a holder that died or failed before answering). The slot is
-        empty after.
-
-        An answer to another post is ignored: one meant for the worker that had the slot before (it died
-        with something posted, and the new one posted before the answer came)."""
-        slots = self.slots
-        answer = slots.read(self.slot) if slots.flag(self.slot) == ANSWERED else None
-        slots.mark(self.slot, EMPTY)
-        return answer if isinstance(answer, Answer) and answer.of == of else None
-
-    def take(self, job: str) -> list[tuple[int, Posted]]:
-        """Under the write lock: the other workers' finishes and claims posted for `job`, each marked taken."""
-        slots = self.slots
-        found: list[tuple[int, Posted]] = []
-        for slot in range(slots.count):
-            if slot == self.slot or slots.flag(slot) != POSTED:
-                continue
-            posted = slots.read(slot)
-            if isinstance(posted, Posted) and posted.job == job:
-                slots.mark(slot, TAKEN)
-                found.append((slot, posted))
-        return found
-
-    def answer(self, slot: int, answer: Answer) -> None:
-        """Under the write lock: tell the worker of `slot` what became of what it posted."""
-        self.slots.write(slot, answer, ANSWERED)

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from gitswarm.model.artifacts import Artifact, Run, artifact_id
 from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.ops import Holder, Op, TaskFinished
 from gitswarm.model.records import Task
 from gitswarm.model.reducer import Change, apply
-from gitswarm.store.group_commit import Answer, Posted, Seat
+from gitswarm.store.group_commit import Answer, Posted
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.lease_types import Ask, Build, Lease, Result, granted_lease
+
+if TYPE_CHECKING:  # loaded only by a run that forks workers (multiprocessing, ctypes): not by every command
+    from gitswarm.store.group_slots import Seat
 
 Pick = tuple[str, str]  # (job, task) to claim next
 OWN = -1  # the slot of what the worker that holds the lock writes for itself

@@ -20,7 +20,8 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
 from gitswarm.model.ops import Holder, TaskClaimed, TaskFinished
 from gitswarm.model.records import TaskSpec
-from gitswarm.store.group_commit import POSTED, SLOT_BYTES, Answer, Posted, Seat, Slots
+from gitswarm.store.group_commit import Answer, Posted
+from gitswarm.store.group_slots import POSTED, SLOT_BYTES, Seat, Slots
 from gitswarm.store.holders import this_process
 from gitswarm.store.jobs import parse_ops
 from gitswarm.store.lease_finish import NothingToWrite

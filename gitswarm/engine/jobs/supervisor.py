@@ -42,7 +42,7 @@ from gitswarm.model import codec
 from gitswarm.model.errors import DiskFull, GitswarmError, WorkFailed
 from gitswarm.model.ids import new_id
 from gitswarm.model.records import Job, JobState, Task
-from gitswarm.store.group_commit import Slots
+from gitswarm.store.group_slots import Slots
 from gitswarm.store.leases import LAPSED
 
 if TYPE_CHECKING:  # for annotations only: a local run never loads the many-machines modules

@@ -18,7 +18,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import DiskFull, GitswarmError
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
 from gitswarm.model.records import FINISHED
-from gitswarm.store.group_commit import Seat
+from gitswarm.store.group_slots import Seat
 from gitswarm.store.index import IndexBroken
 from gitswarm.store.leases import Ask, Leases
 
