@@ -20,7 +20,7 @@ from gitswarm.model.replay import Replayed, replay
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
 from gitswarm.store.jobs import COMMITTER, parse_ops
-from gitswarm.store.oplog import NOTHING_PARSED, Parsed, both_histories, unique_ops
+from gitswarm.store.oplog import NOTHING_PARSED, HistoryOps, Parsed, add_ops, unique_ops
 
 MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 
@@ -32,12 +32,19 @@ class Merged:
     tasks: list[Task]  # the task records that differ from the local tip's
 
 
+LOCAL_OPS = HistoryOps(Op)  # the operations of each job's local history, kept by this process
+
+
 def history_ops(
     repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED
 ) -> list[Op]:
-    """Every operation reachable from either tip, each once (by id); shared commits are read once.
+    """Every operation reachable from either tip, each once (by id); shared commits are read once, and the
+    local history's operations are what this process kept of them (LOCAL_OPS), brought forward.
     `remote_only`: the commits reachable from `remote` and not from `local`, when already walked."""
-    return unique_ops(both_histories(repo, local, remote, remote_only), where, Op, parsed)
+    found = dict(LOCAL_OPS.at(repo, where, local, where))
+    theirs = remote_only if remote_only is not None else list(repo.walk(remote, hide=local))
+    add_ops(found, theirs, where, Op, parsed)
+    return [op for _, op in found.values()]
 
 
 def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:

@@ -50,7 +50,20 @@ def unique_ops(
     """The operations the commits record, each once (by id). An op id that comes with two different
     bodies is refused: merging would silently drop one of them. `check`: called on each op with
     where it was found, to refuse one as hostile input (a pull's)."""
-    found: dict[str, tuple[str, Any]] = {}
+    found: Found = {}
+    add_ops(found, commits, where, kind, parsed, check)
+    return [op for _, op in found.values()]
+
+
+#: Op id -> (its line, the operation): the operations of a history, each once.
+Found = dict[str, tuple[str, Any]]
+
+
+def add_ops(
+    found: Found, commits: Iterable[CommitInfo], where: str, kind: Any, parsed: Parsed = NOTHING_PARSED,
+    check: Callable[[Any, str], None] | None = None,
+) -> None:
+    """Add to `found` the operations the commits record (unique_ops, into a dict the caller holds)."""
     for commit in commits:
         for line, op in parsed[commit.oid] if commit.oid in parsed else parse_op_lines(commit, where, kind):
             if check is not None:
@@ -60,7 +73,42 @@ def unique_ops(
                 found[op.id] = (line, op)
             elif seen[0] != line:
                 raise CorruptRecord(f"{where}: operation {op.id} is recorded with two different bodies")
-    return [op for _, op in found.values()]
+
+
+class HistoryOps:
+    """The operations of local histories as of their tips, kept by this process and brought forward as a
+    tip moves: a merge then reads the commits made since the last one, not the whole history again (a job
+    merged with every machine's claims many times a second on a shared remote).
+
+    A history is kept by tip, and commits never change: what is kept for a tip is right for as long as the
+    process lives. A tip that does not descend from the one kept (a ref set back by hand) is walked anew."""
+
+    def __init__(self, kind: Any, keep: int = 64) -> None:
+        self.kind = kind
+        self.keep = keep  # histories kept at most (the least recently used go first)
+        self._kept: dict[tuple[str, str], tuple[str, Found]] = {}  # (repository, log) -> (tip, its ops)
+
+    def at(self, repo: GitRepo, log: str, tip: str, where: str) -> Found:
+        """Every operation reachable from `tip`, each once (the caller copies before adding to it)."""
+        key = (str(repo.common_dir), log)
+        kept = self._kept.pop(key, None)
+        if kept is not None and kept[0] == tip:
+            self._kept[key] = kept
+            return kept[1]
+        found: Found | None = None
+        if kept is not None:
+            new = list(repo.walk(tip, hide=kept[0]))
+            # The kept tip is in this history exactly when one of the commits since names it as a parent.
+            if any(kept[0] in commit.parents for commit in new):
+                found = dict(kept[1])
+                add_ops(found, new, where, self.kind)
+        if found is None:
+            found = {}
+            add_ops(found, repo.walk(tip), where, self.kind)
+        self._kept[key] = (tip, found)
+        while len(self._kept) > self.keep:
+            self._kept.pop(next(iter(self._kept)))
+        return found
 
 
 def both_histories(repo: GitRepo, local: str, remote: str, remote_only: list[CommitInfo] | None = None) -> list[CommitInfo]:
