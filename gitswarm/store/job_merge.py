@@ -16,11 +16,11 @@ from gitswarm.model import codec
 from gitswarm.model.errors import CorruptRecord
 from gitswarm.model.ops import JobCreated, Op
 from gitswarm.model.records import JobState, Task
-from gitswarm.model.replay import Replayed, replay
+from gitswarm.model.replay import Replay, Replayed, replay
 from gitswarm.store import layout
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
 from gitswarm.store.jobs import COMMITTER, parse_ops
-from gitswarm.store.oplog import NOTHING_PARSED, HistoryOps, Parsed, add_ops, unique_ops
+from gitswarm.store.oplog import NOTHING_PARSED, Found, HistoryOps, Parsed, add_ops, unique_ops
 
 MERGED_KINDS = (layout.ARTIFACTS_FANS, layout.BLOBS_FANS)
 
@@ -33,6 +33,10 @@ class Merged:
 
 
 LOCAL_OPS = HistoryOps(Op)  # the operations of each job's local history, kept by this process
+# Per (repository, job): the replay of a local history this process made last, with the tip and the operations
+# it is of, so that the next one replays only what sorts after the newest of them (model/replay.py, Replay).
+_REPLAYS: dict[tuple[str, str], tuple[str, Found, Replay]] = {}
+_KEEP_REPLAYS = 16
 
 
 def history_ops(
@@ -41,10 +45,41 @@ def history_ops(
     """Every operation reachable from either tip, each once (by id); shared commits are read once, and the
     local history's operations are what this process kept of them (LOCAL_OPS), brought forward.
     `remote_only`: the commits reachable from `remote` and not from `local`, when already walked."""
-    found = dict(LOCAL_OPS.at(repo, where, local, where))
+    return [op for _, op in _both(repo, local, remote, where, remote_only, parsed)[1].values()]
+
+
+def _both(
+    repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None, parsed: Parsed,
+) -> tuple[Found, Found]:
+    """(the local history's operations, those of both histories)."""
+    ours = LOCAL_OPS.at(repo, where, local, where)
+    found = dict(ours)
     theirs = remote_only if remote_only is not None else list(repo.walk(remote, hide=local))
     add_ops(found, theirs, where, Op, parsed)
-    return [op for _, op in found.values()]
+    return ours, found
+
+
+def _replay_of(repo: GitRepo, where: str, tip: str, found: Found) -> Replay:
+    """The replay of the local history at `tip` (its operations: `found`), from the one this process kept when
+    that one's operations are all among these (the same bodies): only the others are replayed, in their places."""
+    key = (str(repo.common_dir), where)
+    kept = _REPLAYS.pop(key, None)
+    if kept is not None and kept[0] == tip:
+        made = kept[2]
+    elif kept is not None and all(found.get(op_id, ("",))[0] == line for op_id, (line, _) in kept[1].items()):
+        made = kept[2].adding([op for op_id, (_, op) in found.items() if op_id not in kept[1]], where)
+    else:
+        made = Replay.of([op for _, op in found.values()], where)
+    keep_replay(repo, where, tip, found, made)
+    return made
+
+
+def keep_replay(repo: GitRepo, where: str, tip: str, found: Found, made: Replay) -> None:
+    key = (str(repo.common_dir), where)
+    _REPLAYS.pop(key, None)
+    _REPLAYS[key] = (tip, found, made)
+    while len(_REPLAYS) > _KEEP_REPLAYS:
+        _REPLAYS.pop(next(iter(_REPLAYS)))
 
 
 def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
@@ -67,7 +102,9 @@ def merge_job(
     where = layout.job_ref(job_id)
     if (base or repo.merge_base(local, remote)) is None:
         raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
-    result = replay(history_ops(repo, local, remote, where, remote_only, parsed), where)
+    ours, found = _both(repo, local, remote, where, remote_only, parsed)
+    made = _replay_of(repo, where, local, ours).adding([op for op_id, (_, op) in found.items() if op_id not in ours], where)
+    result = made.result
     local_tree = repo.commit_info(local).tree
     paths: dict[str, str | None] = {}
     for path, oid in record_oids(repo, result).items():
@@ -84,6 +121,7 @@ def merge_job(
     total = result.applied + result.skipped
     message = f"merge {total} ops\n"
     tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), result.state.updated)
+    keep_replay(repo, where, tip, found, made)  # the next local tip, once the caller moved the ref
     changed = [result.tasks[p.rsplit("/", 1)[1]] for p in paths if p.startswith(layout.TASKS_FANS)]
     return Merged(tip=tip, state=result.state, tasks=changed)
 

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitswarm.model.errors import CorruptRecord
-from gitswarm.model.ops import Cancelled, JobCreated, LeaseRenewed, Op, Retried, TaskClaimed, TaskFinished
+from gitswarm.model.ops import Cancelled, JobCreated, LeaseRenewed, Op, Retried, TaskClaimed, TaskFinished, canonical
 from gitswarm.model.records import Job, TaskSpec
-from gitswarm.model.replay import replay
+from gitswarm.model.replay import Replay, replay
 
 JOB = "01m8w4megz8werfv48thq922ek"
 ACTORS = ("01m8w4megz8werfv48thq922ea", "01m8w4megz8werfv48thq922eb")
@@ -90,3 +90,47 @@ def test_a_finish_of_a_later_claim_with_the_same_token_applies(ops: list[Op]) ->
     assert task.claims == 1 and task.attempts == 1 and task.owner is None
     assert task.state.value == "queued" and task.error == "boom"  # the second claim's finish applied: retried, queued
     assert result.skipped == 2  # the claim that lost to the cancel, and its own finish
+
+
+TASKS = ("a", "b")
+
+
+@st.composite
+def op_logs(draw: st.DrawFn) -> list[Op]:
+    """A job and ops of two clones on it, many of which do not apply at their turn (claims that lose, finishes
+    of stale tokens, renewals after a finish): what merging machines' histories meets."""
+    ops: list[Op] = [created()]
+    for n in range(draw(st.integers(0, 24))):
+        kind = draw(st.sampled_from(["claim", "finish", "renew", "cancel", "retry"]))
+        actor, task = draw(st.sampled_from(ACTORS)), draw(st.sampled_from(TASKS))
+        clock, token = draw(st.integers(2, 12)), draw(st.integers(1, 3))
+        common = {"id": f"{n:02d}" + "0" * 24, "clock": clock, "at": float(clock), "actor": actor, "task": task}
+        if kind == "claim":
+            ops.append(TaskClaimed(**common, token=token, owner=f"w{n}", lease_expires=99.0))
+        elif kind == "finish":
+            ops.append(TaskFinished(**common, token=token, ok=draw(st.booleans())))
+        elif kind == "renew":
+            ops.append(LeaseRenewed(**common, token=token, lease_expires=float(100 + n)))
+        elif kind == "cancel":
+            ops.append(Cancelled(**common))
+        else:
+            ops.append(Retried(**common))
+    return ops
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=op_logs(), cuts=st.lists(st.integers(0, 2), min_size=0, max_size=30), every=st.integers(1, 4))
+def test_a_replay_resumed_from_its_checkpoints_is_the_replay_from_nothing(ops: list[Op], cuts: list[int], every: int) -> None:
+    """Replay.adding: the operations added in chunks, each chunk replayed from the last checkpoint before its
+    first operation in canonical order, gives exactly the replay of all of them at once."""
+    full = Replay.of(ops, "job").result
+    chunks: list[list[Op]] = [[], [], []]
+    for i, op in enumerate(ops[1:]):
+        chunks[cuts[i] if i < len(cuts) else 0].append(op)
+    made = Replay._fold(canonical([ops[0], *chunks[0]]), [], every, "job")
+    for chunk in chunks[1:]:
+        made = made.adding(chunk, "job")
+    assert (made.result.state, made.result.tasks, made.result.applied, made.result.skipped) == (
+        full.state, full.tasks, full.applied, full.skipped,
+    )
+    assert made.result.state == replay(ops, "job").state
