@@ -47,7 +47,7 @@ def replay(ops: list[Op], where: str) -> Replayed:
     a finish whose claim lost (same task and token, same actor, and no claim of those
     applied since). For a clone's own
     linear history this is exactly the state its tip records."""
-    return Replay.of(ops, where).result
+    return Replay.of(ops, where, resumable=False).result
 
 
 class _Fold:
@@ -113,10 +113,12 @@ class Replay:
         self.result = result
 
     @classmethod
-    def of(cls, ops: list[Op], where: str) -> Replay:
+    def of(cls, ops: list[Op], where: str, resumable: bool = True) -> Replay:
+        """The replay of `ops`; with `resumable` false, one that keeps no checkpoint (adding to it replays all)."""
         ordered = canonical(ops)
         tasks = max((len(op.tasks) for op in ordered if isinstance(op, JobCreated)), default=0)
-        return cls._fold(ordered, [], max(cls.CHECKPOINT, tasks // 4), where)
+        every = max(cls.CHECKPOINT, tasks // 4) if resumable else len(ordered) + 1
+        return cls._fold(ordered, [], every, where)
 
     def adding(self, ops: list[Op], where: str) -> Replay:
         """This replay with `ops` (none of them in it already) replayed in their places."""

@@ -300,17 +300,20 @@ class PygitRepo:
         self._object(tip, pygit2.Commit)
         if hide is not None:
             self._object(hide, pygit2.Commit)
-        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
-        if hide is not None:
-            walker.hide(pygit2.Oid(hex=hide))
-        for commit in walker:
-            yield CommitInfo(
-                oid=str(commit.id),
-                tree=str(commit.tree_id),
-                parents=tuple(str(p) for p in commit.parent_ids),
-                message=commit.message,
-                time=commit.commit_time,
-            )
+        try:
+            walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+            if hide is not None:
+                walker.hide(pygit2.Oid(hex=hide))
+            for commit in walker:
+                yield CommitInfo(
+                    oid=str(commit.id),
+                    tree=str(commit.tree_id),
+                    parents=tuple(str(p) for p in commit.parent_ids),
+                    message=commit.message,
+                    time=commit.commit_time,
+                )
+        except (KeyError, pygit2.GitError) as exc:  # a commit of the history missing (pruned, or never fetched)
+            raise CorruptRecord(f"the history of {tip[:12]} is incomplete: {exc}") from None
 
     def merge_base(self, a: str, b: str) -> str | None:
         self._object(a, pygit2.Commit)

@@ -39,15 +39,6 @@ _REPLAYS: dict[tuple[str, str], tuple[str, Found, Replay]] = {}
 _KEEP_REPLAYS = 16
 
 
-def history_ops(
-    repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED
-) -> list[Op]:
-    """Every operation reachable from either tip, each once (by id); shared commits are read once, and the
-    local history's operations are what this process kept of them (LOCAL_OPS), brought forward.
-    `remote_only`: the commits reachable from `remote` and not from `local`, when already walked."""
-    return [op for _, op in _both(repo, local, remote, where, remote_only, parsed)[1].values()]
-
-
 def _both(
     repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None, parsed: Parsed,
 ) -> tuple[Found, Found]:

@@ -83,7 +83,7 @@ class HistoryOps:
     A history is kept by tip, and commits never change: what is kept for a tip is right for as long as the
     process lives. A tip that does not descend from the one kept (a ref set back by hand) is walked anew."""
 
-    def __init__(self, kind: Any, keep: int = 64) -> None:
+    def __init__(self, kind: Any, keep: int = 16) -> None:
         self.kind = kind
         self.keep = keep  # histories kept at most (the least recently used go first)
         self._kept: dict[tuple[str, str], tuple[str, Found]] = {}  # (repository, log) -> (tip, its ops)
@@ -97,7 +97,10 @@ class HistoryOps:
             return kept[1]
         found: Found | None = None
         if kept is not None:
-            new = list(repo.walk(tip, hide=kept[0]))
+            try:
+                new = list(repo.walk(tip, hide=kept[0]))
+            except CorruptRecord:  # the kept tip pruned since (a ref set back, then a gc): walked anew below
+                new = []
             # The kept tip is in this history exactly when one of the commits since names it as a parent.
             if any(kept[0] in commit.parents for commit in new):
                 found = dict(kept[1])

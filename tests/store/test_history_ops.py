@@ -66,6 +66,17 @@ def test_a_tip_set_back_or_moved_aside_is_walked_anew(repo: GitRepo) -> None:
     assert set(kept.at(repo, "job", sibling, WHERE)) == {"op0001", "op0004"}  # aside: not holding a's
 
 
+def test_a_kept_tip_pruned_since_is_walked_anew(repo: GitRepo) -> None:
+    """The ref was set back and a gc pruned the commit kept: the next tip is read from its whole history."""
+    kept = HistoryOps(Op)
+    root = commit(repo, [], [op(1)])
+    gone = commit(repo, [root], [op(2)])
+    assert set(kept.at(repo, "job", gone, WHERE)) == {"op0001", "op0002"}
+    sibling = commit(repo, [root], [op(3)])
+    (repo.common_dir / "objects" / gone[:2] / gone[2:]).unlink()
+    assert set(kept.at(repo, "job", sibling, WHERE)) == {"op0001", "op0003"}
+
+
 def test_an_op_recorded_twice_with_two_bodies_is_refused_when_brought_forward(repo: GitRepo) -> None:
     kept = HistoryOps(Op)
     tip = commit(repo, [], [op(1)])
