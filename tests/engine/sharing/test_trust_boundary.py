@@ -24,7 +24,17 @@ import pytest
 
 from gitswarm.model.ids import new_id
 from tests.conftest import Result, cli, clone_of, commit_file, git, ok, register_scripted, rev, seeded_remote, spec_text
-from tests.forge import commit_tree, forge_history, hash_object, history_ops, push, run_git, tree_files, write_tree
+from tests.forge import (
+    commit_tree,
+    forge_history,
+    hash_object,
+    history_ops,
+    op_message,
+    push,
+    run_git,
+    tree_files,
+    write_tree,
+)
 from tests.proctools import interruptible, wait_for
 
 START = 1_700_000_000.0
@@ -186,6 +196,21 @@ def test_an_op_id_reused_for_another_op_is_refused(victim: Path, evil: Path) -> 
     run_git(evil, "update-ref", ref, tip)
     push(evil, ref)
     assert_refused(victim, job, "two different bodies")
+
+
+def test_a_history_of_the_job_that_shares_no_commit_with_ours_is_refused(victim: Path, evil: Path) -> None:
+    """A first commit of the attacker's own for the victim's job (no job_created, the victim's tree): the two
+    histories share no commit, so it is no history of this job, whatever its records say."""
+    job = submit(victim, 'id = "a"\ncommand = "true"', 'id = "b"\ncommand = "true"')
+    ok(cli(victim, "push"))
+    run_git(evil, "fetch", "-q", "origin", "refs/swarm/*:refs/swarm/*")
+    ref = f"refs/swarm/jobs/{job}"
+    first = history_ops(evil, rev(evil, ref))[0][0]
+    cancel = {"op": "cancelled", "v": 1, "id": new_id(), "clock": 2, "at": START, "actor": first["actor"], "task": "a"}
+    root = commit_tree(evil, rev(evil, f"{ref}^{{tree}}"), op_message(cancel))  # no parent
+    run_git(evil, "update-ref", ref, root)
+    push(evil, ref)
+    assert_refused(victim, job, "share no commit")
 
 
 def test_a_second_job_created_on_a_local_job_is_refused(victim: Path, evil: Path, tmp_path: Path) -> None:
