@@ -26,6 +26,7 @@ from gitswarm.model.ops import JobCreated, LeaseExpired, LeaseRenewed, Op, TaskC
 from gitswarm.model.validate import check_artifact, check_op
 from gitswarm.store import layout, sshsig
 from gitswarm.store.gitrepo import CommitInfo, GitRepo
+from gitswarm.store.job_merge import LOCAL_OPS
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.oplog import parse_op_lines
 
@@ -72,7 +73,7 @@ class Intake:
         repo, where = self.repo, layout.job_ref(job_id)
         self.parsed = {}  # one job's at a time: a pull of thousands of jobs need not hold them all
         local = Snapshot(repo, job_id, ours) if ours is not None else None
-        task_ids: frozenset[str] | None = frozenset(local.task_ids()) if local is not None else None
+        task_ids: frozenset[str] | None = self._task_ids(where, ours) if ours is not None else None
         job_blob = repo.tree_entry(local.tree, layout.JOB_PATH) if local is not None else None
         commits = list(repo.walk(theirs, hide=ours))
         for commit in commits:
@@ -142,7 +143,7 @@ class Intake:
                     self._check_signed(op, commit, signer, holders, local, where)
                 except CorruptRecord:
                     if not held:
-                        held.append(self._op_ids(ours))
+                        held.append(self._op_ids(where, ours))
                     if op.id not in held[0]:
                         raise
 
@@ -173,11 +174,20 @@ class Intake:
             f"in a commit {_signed_by(signer[0])}"
         )
 
-    def _op_ids(self, ours: str | None) -> frozenset[str]:
-        """The ids of every operation the local history `ours` holds."""
+    def _op_ids(self, where: str, ours: str | None) -> frozenset[str]:
+        """The ids of every operation the local history `ours` of the job at `where` holds (what this process
+        keeps of it)."""
         if ours is None:
             return frozenset()
-        return frozenset(op.id for commit in self.repo.walk(ours) for _, op in parse_op_lines(commit, "local", Op))
+        return frozenset(LOCAL_OPS.at(self.repo, where, ours, where))
+
+    def _task_ids(self, where: str, ours: str) -> frozenset[str]:
+        """The tasks of the local job: those its job_created made (no operation adds one), read from the
+        operations this process keeps of its history rather than from every fan of its tree."""
+        for _, op in LOCAL_OPS.at(self.repo, where, ours, where).values():
+            if isinstance(op, JobCreated):
+                return frozenset(spec.id for spec in op.tasks)
+        raise CorruptRecord(f"{where}: the local history holds no job_created")
 
     def _check_claim(self, op: TaskClaimed, signer: str | None, lease: SeenLease, at: str) -> None:
         if lease.claimed and (op.key is not None or lease.key is not None):
