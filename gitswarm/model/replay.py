@@ -116,9 +116,10 @@ class Replay:
     def of(cls, ops: list[Op], where: str, resumable: bool = True) -> Replay:
         """The replay of `ops`; with `resumable` false, one that keeps no checkpoint (adding to it replays all)."""
         ordered = canonical(ops)
+        if not resumable:  # no checkpoint and no keys: adding to it replays everything
+            return cls._fold(ordered, [], len(ordered) + 1, where, keys=[])
         tasks = max((len(op.tasks) for op in ordered if isinstance(op, JobCreated)), default=0)
-        every = max(cls.CHECKPOINT, tasks // 4) if resumable else len(ordered) + 1
-        return cls._fold(ordered, [], every, where)
+        return cls._fold(ordered, [], max(cls.CHECKPOINT, tasks // 4), where)
 
     def adding(self, ops: list[Op], where: str) -> Replay:
         """This replay with `ops` (none of them in it already) replayed in their places."""

@@ -124,19 +124,15 @@ class LeaseFinish:
                 batch.entries.append((slot, posted))
             except LeaseLost as exc:
                 batch.lost[slot] = str(exc)
-        try:
-            snapshot, change = self._transition(job, batch.build)
-        except NothingToWrite:
-            batch.written = False
-            raise
+        snapshot, change = self._transition(job, batch.build)
         return snapshot, change, batch
 
     def _answer(self, batch: _Batch, change: Change | None) -> None:
-        """Tell each worker whose post the batch took what became of it (written in the job's tip, now
-        committed to the index; or refused)."""
+        """Tell each worker whose post the batch took what became of it: written in the job's tip, now
+        committed to the index (`change`; None: the batch found nothing to write), or refused."""
         if self.group is None or not batch.taken:
             return
-        tip = self.index.job_tip(batch.job) if batch.written else None
+        tip = self.index.job_tip(batch.job) if change is not None else None
         for slot, posted in batch.taken:
             why = batch.refused.get(slot)
             if why is not None:
@@ -196,7 +192,6 @@ class _Batch:
         self.lost: dict[int, str] = {}  # slot -> why its lease was no longer held (checked before the build)
         self.refused: dict[int, str] = {}  # those, and the finishes that did not apply
         self.picks: dict[int, Pick | None] = {}
-        self.written = True
 
     def build(self, snapshot: Snapshot) -> tuple[list[Op], list[Artifact]]:
         """Everything that applies, in order, on `snapshot` (run again on a new tip should the CAS lose)."""
