@@ -38,9 +38,13 @@ class GitDaemon:
         return f"git://127.0.0.1:{self.port}/swarm.git"
 
     def start(self) -> None:
+        # git-daemon itself rather than `git daemon` (which runs it as a child): the process is then the daemon,
+        # and its rusage (cpu_seconds) covers every connection it reaped.
+        exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True, env=self.env).stdout.strip()
+        daemon = Path(exec_path) / "git-daemon"
         self.process = subprocess.Popen(
             [
-                "git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", "--informative-errors",
+                *([str(daemon)] if daemon.exists() else ["git", "daemon"]), "--reuseaddr", "--export-all", "--enable=receive-pack", "--informative-errors",
                 f"--base-path={self.root}", "--listen=127.0.0.1", f"--port={self.port}", str(self.root),
             ],
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -52,6 +56,14 @@ class GitDaemon:
                     return
             time.sleep(0.02)
         raise RuntimeError("git daemon did not start listening")
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the daemon and of every connection it served and reaped (Linux /proc; 0.0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid if self.process else 0}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime, stime, cutime, cstime
 
     def stop(self) -> None:
         """Stop the daemon and every connection it serves (it forks one process per connection)."""

@@ -11,6 +11,7 @@ the merged tree has both sides'.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gitswarm.model import codec
 from gitswarm.model.errors import CorruptRecord
@@ -80,6 +81,16 @@ def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
     return oids
 
 
+def _records_redone(before: Replay, after: Replay) -> dict[str, Any]:
+    """Tree path -> record of the state and of each task record `after` made anew: a record it took as it
+    was from `before`'s fold (the same object) is the one the local tree holds already, written from `before`.
+    (Replay.adding re-folds from a checkpoint: only the tasks its operations touch get new records.)"""
+    redone: dict[str, Any] = {layout.STATE_PATH: after.result.state}
+    held = before.result.tasks
+    redone.update((layout.task_path(t), task) for t, task in after.result.tasks.items() if held.get(t) is not task)
+    return redone
+
+
 def merge_job(
     repo: GitRepo, job_id: str, local: str, remote: str, actor: str, base: str | None = None,
     remote_only: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED,
@@ -94,14 +105,15 @@ def merge_job(
     if (base or repo.merge_base(local, remote)) is None:
         raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
     ours, found = _both(repo, local, remote, where, remote_only, parsed)
-    made = _replay_of(repo, where, local, ours).adding([op for op_id, (_, op) in found.items() if op_id not in ours], where)
+    before = _replay_of(repo, where, local, ours)
+    made = before.adding([op for op_id, (_, op) in found.items() if op_id not in ours], where)
     result = made.result
     local_tree = repo.commit_info(local).tree
     paths: dict[str, str | None] = {}
-    for path, oid in record_oids(repo, result).items():
-        if repo.tree_entry(local_tree, path) != oid:
-            record = result.state if path == layout.STATE_PATH else result.tasks[path.rsplit("/", 1)[1]]
-            paths[path] = repo.write_blob(codec.encode(record))
+    for path, record in _records_redone(before, made).items():
+        encoded = codec.encode(record)
+        if repo.tree_entry(local_tree, path) != repo.blob_id(encoded):
+            paths[path] = repo.write_blob(encoded)
     remote_tree = repo.commit_info(remote).tree
     local_fans = {fan: oid for fan, oid, is_tree in repo.tree_items(local_tree) if is_tree}
     for fan, fan_oid, is_tree in repo.tree_items(remote_tree):
@@ -115,6 +127,21 @@ def merge_job(
     keep_replay(repo, where, tip, found, made)  # the next local tip, once the caller moved the ref
     changed = [result.tasks[p.rsplit("/", 1)[1]] for p in paths if p.startswith(layout.TASKS_FANS)]
     return Merged(tip=tip, state=result.state, tasks=changed)
+
+
+def check_ahead(repo: GitRepo, job_id: str, ours: str, theirs: str, brought: list[CommitInfo], parsed: Parsed = NOTHING_PARSED) -> None:
+    """check_tip() for a tip that descends from the local one (`ours`, checked when it was taken), whose
+    commits beyond it the caller walked and checked (`brought`): the operations they add are replayed
+    from the replay this process kept of the local history, not the whole history from its start."""
+    where = layout.job_ref(job_id)
+    if any(not commit.parents for commit in brought):
+        raise CorruptRecord(f"{where}: the history has more than one root commit")
+    if repo.tree_entry(repo.commit_info(theirs).tree, layout.JOB_PATH) != repo.tree_entry(repo.commit_info(ours).tree, layout.JOB_PATH):
+        raise CorruptRecord(f"{where}:{layout.JOB_PATH}: the record is not the job its job_created made")
+    ours_found, found = _both(repo, ours, theirs, where, brought, parsed)
+    made = _replay_of(repo, where, ours, ours_found).adding([op for op_id, (_, op) in found.items() if op_id not in ours_found], where)
+    _check_records(repo, where, theirs, record_oids(repo, made.result))
+    keep_replay(repo, where, theirs, found, made)  # the next local tip, once the caller moved the ref
 
 
 def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED) -> None:
@@ -133,12 +160,17 @@ def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | 
         raise CorruptRecord(f"{where}: the history has more than one root commit")
     result = replay(unique_ops(commits, where, Op, parsed), where)
     tree = repo.commit_info(tip).tree
-    expected = record_oids(repo, result)
+    if repo.tree_entry(tree, layout.JOB_PATH) != repo.blob_id(codec.encode(created[0].job)):
+        raise CorruptRecord(f"{where}:{layout.JOB_PATH}: the record is not the job its job_created made")
+    _check_records(repo, where, tip, record_oids(repo, result))
+
+
+def _check_records(repo: GitRepo, where: str, tip: str, expected: dict[str, str]) -> None:
+    """Refuse a tip whose state and task records are not exactly `expected` (path -> blob id)."""
+    tree = repo.commit_info(tip).tree
     for path, oid in expected.items():
         if repo.tree_entry(tree, path) != oid:
             raise CorruptRecord(f"{where}:{path}: the record does not match the job's operations")
-    if repo.tree_entry(tree, layout.JOB_PATH) != repo.blob_id(codec.encode(created[0].job)):
-        raise CorruptRecord(f"{where}:{layout.JOB_PATH}: the record is not the job its job_created made")
     for fan, fan_oid, is_tree in repo.tree_items(tree):
         if is_tree and fan.startswith(layout.TASKS_FANS):
             for name, _, _ in repo.tree_items(fan_oid):

@@ -10,7 +10,7 @@ with its model (model/replay.py, model/memory.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -112,6 +112,31 @@ class HistoryOps:
         while len(self._kept) > self.keep:
             self._kept.pop(next(iter(self._kept)))
         return found
+
+
+def commits_beyond(repo: GitRepo, tip: str, held: Container[str]) -> tuple[list[CommitInfo], set[str]]:
+    """The commits reachable from `tip` without passing through one in `held` (parents before children),
+    and the commits of `held` where the walk stopped. Reads only what `held` lacks: a history this process
+    already knows costs what was added to it, where a merge base or a hiding walk reads back through it.
+    CorruptRecord when a commit of it is missing."""
+    found: dict[str, CommitInfo] = {}
+    frontier: set[str] = set()
+    order: list[CommitInfo] = []
+    stack: list[tuple[str, bool]] = [(tip, False)]
+    while stack:
+        oid, parents_done = stack.pop()
+        if parents_done:
+            order.append(found[oid])
+            continue
+        if oid in found:
+            continue
+        if oid in held:
+            frontier.add(oid)
+            continue
+        commit = found[oid] = repo.commit_info(oid)
+        stack.append((oid, True))
+        stack.extend((parent, False) for parent in reversed(commit.parents) if parent not in found)
+    return order, frontier
 
 
 def both_histories(repo: GitRepo, local: str, remote: str, remote_only: list[CommitInfo] | None = None) -> list[CommitInfo]:

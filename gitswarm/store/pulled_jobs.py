@@ -67,15 +67,16 @@ class Intake:
         if self.spent > self.limits.max_pull:
             raise CorruptRecord(f"{where}: this pull passed its cap of {self.limits.max_pull} bytes ([pull] max_pull)")
 
-    def check_job(self, job_id: str, theirs: str, ours: str | None) -> list[CommitInfo]:
+    def check_job(self, job_id: str, theirs: str, ours: str | None, walked: list[CommitInfo] | None = None) -> list[CommitInfo]:
         """Refuse (CorruptRecord) pulled history of `job_id` that is not well formed; the
-        commits it brings (oldest first), for the merge or the replay to reuse."""
+        commits it brings (oldest first), for the merge or the replay to reuse. `walked`: those
+        commits, parents first, when the caller walked them already (store/oplog.py, commits_beyond)."""
         repo, where = self.repo, layout.job_ref(job_id)
         self.parsed = {}  # one job's at a time: a pull of thousands of jobs need not hold them all
         local = Snapshot(repo, job_id, ours) if ours is not None else None
         task_ids: frozenset[str] | None = self._task_ids(where, ours) if ours is not None else None
         job_blob = repo.tree_entry(local.tree, layout.JOB_PATH) if local is not None else None
-        commits = list(repo.walk(theirs, hide=ours))
+        commits = walked if walked is not None else list(repo.walk(theirs, hide=ours))
         for commit in commits:
             at = f"{where}@{commit.oid[:12]}"
             self.charge(len(commit.message.encode()), at)

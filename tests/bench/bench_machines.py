@@ -42,7 +42,11 @@ Figures, per configuration (medians over --repeat runs):
   the run (exit 1, after the tables).
 - CPU seconds per machine: each machine's `work` process is reaped with
   os.wait4, whose rusage covers the process and every descendant it waited
-  for (its workers, its watch process, git, the commands run).
+  for (its workers, its watch process, git, the commands run). For trivial
+  tasks also the remote's CPU (the daemon and every receive-pack and
+  upload-pack it served, from /proc) and all of it per task: what the
+  machines and the remote spend together on one task, the figure that
+  bounds tasks/s once the cores are saturated.
 - trivial tasks (each `true`, plus the log line): tasks/s = tasks / wall, and
   relative to one machine.
 - baseline, same run, same daemon: one plain `git push` of a one-commit update
@@ -145,6 +149,7 @@ class Run:
     wall: float = 0.0
     exits: list[int] = field(default_factory=list)  # per machine; -1: killed at the deadline
     cpu: list[float] = field(default_factory=list)  # per machine, children included
+    remote_cpu: float = 0.0  # the daemon's, every push and fetch it served included
     ran: list[int] = field(default_factory=list)  # tasks started, per machine
     twice: int = 0  # tasks started more than once
     twice_unexplained: int = 0  # of those, tasks whose lease never expired (a command run twice for nothing)
@@ -249,7 +254,9 @@ def run_once(
         job = json.loads(first.gitswarm("--json", "submit", "--remote", "origin", str(spec)))["id"]
         for m in cluster.machines:
             m.gitlog.unlink(missing_ok=True)  # the submit's push is not the work's
+        daemon_before = cluster.daemon.cpu_seconds()
         work(cluster.machines, job, run, deadline=300 + 5 * run.ideal + tasks * 0.5)
+        run.remote_cpu = cluster.daemon.cpu_seconds() - daemon_before
         first.gitswarm("pull", "origin")
         history = json.loads(first.gitswarm("--json", "log", job))["events"]
         run.writes = Counter(e["op"] for e in history)
@@ -399,12 +406,16 @@ def main() -> None:
             rate = median([args.trivial / r.wall for r in runs])
             rows.append((
                 str(m), f"{median([r.wall for r in runs]):.1f}", f"{rate:.1f}", f"{rate / one:.2f}",
-                f"{median([r.refused_per_write for r in runs]):.2f}", f"{median([r.fetches for r in runs]):.0f}",
+                f"{median([r.refused_per_write for r in runs]):.2f}",
+                f"{median([(r.pushes['accepted'] + r.pushes['refused']) / r.tasks for r in runs]):.2f}",
+                f"{median([r.fetches for r in runs]):.0f}",
                 per_machine(runs, "ran", ".0f"), per_machine(runs, "cpu", ".1f"),
-                f"{median([sum(r.cpu) / r.wall for r in runs]):.2f}",
+                f"{median([r.remote_cpu for r in runs]):.1f}",
+                f"{median([(sum(r.cpu) + r.remote_cpu) / r.tasks * 1000 for r in runs]):.0f}",
+                f"{median([(sum(r.cpu) + r.remote_cpu) / r.wall for r in runs]):.2f}",
             ))
-        print_table(("M", "wall s", "tasks/s", f"vs M={min(trivial)}", "refused/write", "fetches", "tasks per machine",
-                     "CPU s per machine", "CPU s/wall s"), rows)
+        print_table(("M", "wall s", "tasks/s", f"vs M={min(trivial)}", "refused/write", "pushes/task", "fetches", "tasks per machine",
+                     "CPU s per machine", "remote CPU s", "CPU ms/task", "CPU s/wall s"), rows)
 
     every = [r for runs in [*sleeping.values(), *trivial.values()] for r in runs]
     print()

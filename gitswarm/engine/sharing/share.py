@@ -21,15 +21,16 @@ from pathlib import Path
 from gitswarm.engine.config import load_config
 from gitswarm.engine.notify.notifier import Notifier
 from gitswarm.engine.sharing.memory_pull import pull_memory
+from gitswarm.engine.sharing.tip_intake import apply_plan, forget, held_here, plan_tip, remembered_jobs
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Patch
 from gitswarm.model.errors import BadInput, CorruptRecord, DiskFull, GitswarmError, WorkFailed
-from gitswarm.model.ids import GENERATED_ID, TASK_ID
+from gitswarm.model.ids import GENERATED_ID
 from gitswarm.model.records import FINISHED
 from gitswarm.store import layout
 from gitswarm.store.fetch_gate import coalesced_fetch
-from gitswarm.store.gitrepo import GitCommandError, GitRepo
-from gitswarm.store.job_merge import Merged, check_tip, merge_job
+from gitswarm.store.gitrepo import GitCommandError
+from gitswarm.store.job_merge import check_tip
 from gitswarm.store.jobs import COMMITTER
 from gitswarm.store.machine_key import allowed_machines
 from gitswarm.store.memory import MEMORY_REF
@@ -121,18 +122,6 @@ def fetch(swarm: Swarm, remote: str, key: str) -> None:
         ])
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a pull will do to one job, decided and checked before anything local moves."""
-
-    job: str
-    outcome: str  # new, updated, merged or unchanged
-    ours: str | None  # the local tip the plan was made against
-    theirs: str  # the pulled tip
-    tip: str  # what the live ref will point at
-    merged: Merged | None = None
 
 
 def pull(swarm: Swarm, remote: str) -> PullReport:
@@ -274,7 +263,7 @@ def integrate_jobs(
             report.skipped[layout.job_ref(job_id) if GENERATED_ID.fullmatch(job_id) else ref] = why
             continue
         try:
-            plans.append(_plan(swarm, intake, job_id, theirs))
+            plans.append(plan_tip(swarm, intake, job_id, theirs))
         except DiskFull:
             raise  # this clone's disk, not the job: nothing is refused for it
         except GitswarmError as exc:  # the job is refused and named; the rest of the pull goes on
@@ -284,7 +273,7 @@ def integrate_jobs(
         Trust(repo.common_dir).adopted(adopted)
     for plan in plans:
         try:
-            outcome = _apply(swarm, intake, plan)
+            outcome = apply_plan(swarm, intake, plan)
         except DiskFull:
             raise
         except GitswarmError as exc:
@@ -292,30 +281,6 @@ def integrate_jobs(
             continue
         getattr(report, outcome).append(plan.job)
     _integrate_claims(swarm, intake, prefix, report, jobs)
-
-
-# (git common dir, job) -> the commits this process knows the job's local history holds: every commit of it
-# as of the local tip it last walked from (_WALKED), and the claim ref tips it merged since. The local ref only
-# ever moves to a history that holds its last one, so a commit held once stays held: a sync then plans only
-# the claim tips that are new to the job here, each walked once, instead of a merge base per tip (most are the
-# machine's own, taken when pushed). Cleared when the job's ref is gone.
-_CONTAINED: dict[tuple[str, str], set[str]] = {}
-_WALKED: dict[tuple[str, str], str] = {}
-
-
-def _held_here(repo: GitRepo, key: tuple[str, str], tip: str) -> set[str]:
-    """_CONTAINED for the job, brought up to its local `tip` (the commits since the last walk added). A tip
-    that does not hold the last one walked (the ref set back or remade by hand) starts the set anew.
-    CorruptRecord when `tip` is not a commit."""
-    known = _CONTAINED.setdefault(key, set())
-    walked = _WALKED.get(key)
-    if walked != tip:
-        if walked is not None and not (repo.has_object(walked) and repo.is_ancestor(walked, tip)):
-            known.clear()
-            walked = None
-        known.update(commit.oid for commit in repo.walk(tip, hide=walked))
-        _WALKED[key] = tip
-    return known
 
 
 def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullReport, jobs: Collection[str] | None) -> None:
@@ -326,20 +291,18 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
     for ref, theirs in repo.list_refs(prefix + "claims/").items():
         claims.setdefault(shadowed_job(prefix, ref), []).append((ref, theirs))
     here = str(repo.common_dir)
-    for key in [k for k in _CONTAINED if k[0] == here and k[1] not in claims]:  # jobs no machine claims in now
-        _CONTAINED.pop(key, None)
-        _WALKED.pop(key, None)
+    for gone in [job for job in remembered_jobs(repo) if job not in claims]:  # jobs no machine claims in now
+        forget(repo, gone)
     for job_id, tips in sorted(claims.items()):
         key = (here, job_id)
         tip = repo.read_ref(layout.job_ref(job_id))
         if tip is None:  # a job ref gone (or not here yet) holds nothing: what comes back is merged anew
-            _CONTAINED.pop(key, None)
-            _WALKED.pop(key, None)
+            forget(repo, job_id)
             continue  # a claim of a job this clone does not hold (yet) is taken with the job
         if (jobs is not None and job_id not in jobs) or job_id in report.invalid:
             continue
         try:
-            known = _held_here(repo, key, tip)
+            known = held_here(repo, key, tip)
         except CorruptRecord as exc:  # the local ref names no commit: this job is refused, the others go on
             report.invalid[job_id] = str(exc)
             continue
@@ -356,7 +319,7 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
         # ones: each tip merged once, the newest first, so that the older ones it holds are found merged already.
         for theirs in sorted(good, key=lambda oid: (-repo.commit_info(oid).time, oid)):
             try:
-                outcome = _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
+                outcome = apply_plan(swarm, intake, plan_tip(swarm, intake, job_id, theirs, incremental=True), incremental=True)
             except DiskFull:
                 raise
             except GitswarmError as exc:
@@ -371,54 +334,7 @@ def integrate_tip(swarm: Swarm, job_id: str, theirs: str, machines: frozenset[st
     """Bring one commit of a job, already in this repository, into the live ref: fast-forward or merge
     (`work --remote`: a commit the remote accepted while another process here moved the ref)."""
     intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock(), machines, require_keys=True)
-    return _apply(swarm, intake, _plan(swarm, intake, job_id, theirs))
-
-
-def _plan(swarm: Swarm, intake: Intake, job_id: str, theirs: str) -> Plan:
-    repo = swarm.repo
-    if not TASK_ID.fullmatch(job_id) or not GENERATED_ID.fullmatch(job_id):
-        raise CorruptRecord(f"ref name {job_id!r} is not a job id")
-    where = layout.job_ref(job_id)
-    ours = repo.read_ref(where)
-    if ours is not None and theirs in repo.commit_info(ours).parents:  # what the last pull merged: no walk needed
-        return Plan(job_id, "unchanged", ours, theirs, theirs)
-    base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
-    if ours == theirs or base == theirs:
-        return Plan(job_id, "unchanged", ours, theirs, theirs)
-    brought = intake.check_job(job_id, theirs, ours)
-    if ours is None or base == ours or _holds_all_of(repo, theirs, ours):
-        check_tip(repo, job_id, theirs, brought if ours is None else None, intake.parsed)  # a new job's commits are all brought
-        return Plan(job_id, "new" if ours is None else "updated", ours, theirs, theirs)
-    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base, remote_only=brought, parsed=intake.parsed)
-    return Plan(job_id, "merged", ours, theirs, merged.tip, merged)
-
-
-def _holds_all_of(repo: GitRepo, theirs: str, ours: str) -> bool:
-    """Whether every commit that records operations in `ours` is in `theirs` too: what ours has beyond it
-    are merge commits alone (this clone merging claim refs as it went), so taking theirs loses nothing, and
-    the clones of a job that all saw everything come to one tip."""
-    return all(len(commit.parents) > 1 for commit in repo.walk(ours, hide=theirs))
-
-
-def _apply(swarm: Swarm, intake: Intake, plan: Plan) -> str:
-    """Move one live job ref as planned (under the write lock), re-planning if it moved meanwhile."""
-    if plan.outcome == "unchanged":
-        return "unchanged"
-    repo, index = swarm.repo, swarm.index
-    where = layout.job_ref(plan.job)
-    with index.immediate():
-        if repo.read_ref(where) != plan.ours:  # a worker wrote to the job since it was planned
-            plan = _plan(swarm, intake, plan.job, plan.theirs)
-            if plan.outcome == "unchanged":
-                return "unchanged"
-        repo.cas_ref(where, plan.tip, plan.ours, f"gitswarm: pull ({plan.outcome})")
-        if plan.merged is not None:
-            # Only the task records that differ from the local tip need re-indexing.
-            job = swarm.refs.snapshot(plan.job, plan.tip).job
-            index.record(job, plan.merged.state, plan.tip, plan.merged.tasks)
-        else:
-            index.reindex(swarm.refs.snapshot(plan.job, plan.tip))
-    return plan.outcome
+    return apply_plan(swarm, intake, plan_tip(swarm, intake, job_id, theirs, incremental=True), incremental=True)
 
 
 def check_history(swarm: Swarm, job_id: str, theirs: str, ours: str | None) -> None:

@@ -28,6 +28,7 @@ from gitswarm.store.job_merge import check_tip
 from gitswarm.store.leases import Lease
 from tests.conftest import git
 from tests.engine.machines.test_remote_leases import Clock, make_clones, remote_ops
+from tests.forge import commit_tree, hash_object, tree_files, write_tree
 
 MACHINES = 3
 
@@ -185,3 +186,40 @@ TestRacingMachines = RacingMachines.TestCase
 TestRacingMachines.settings = settings(
     max_examples=6, stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+
+
+def _forged_on(bare: Path, parent: str, files: dict[str, str], message: str, *more_parents: str) -> str:
+    """A commit made with plumbing in the remote itself (what anyone with push access can write there)."""
+    return commit_tree(bare, write_tree(bare, files), message, parent, *more_parents)
+
+
+@pytest.mark.parametrize("forgery", ["record", "job", "root"])
+def test_a_claim_tip_that_fast_forwards_a_machines_history_is_checked_like_any_other(three: tuple, forgery: str) -> None:
+    """A machine takes a claim tip that descends from its own history by replaying only what it adds
+    (tip_intake._plan_beyond, job_merge.check_ahead): a forged record in its tree, a job record changed, or a
+    second root commit merged in is refused by name there too, and the machine's job ref does not move."""
+    bare, (a, b, _), job, clock = three
+    lease = a.claim("a.w", 30.0, clock(), job_id=job)
+    assert lease is not None
+    b.arbiter.sync([job])
+    swarm = b.arbiter.swarm
+    ours = swarm.repo.read_ref(layout.job_ref(job))
+    assert ours == git(bare, "rev-parse", layout.claim_ref(job, lease.task)).strip()  # b took a's claim as it is
+    files = tree_files(bare, ours)
+    message = git(bare, "log", "-1", "--format=%B", ours)  # its operations again: nothing new to replay
+    other = next(t for t in ("t0", "t1", "t2") if t != lease.task)
+    if forgery == "record":  # the other task says it finished, though no operation made it so
+        task_path = layout.task_path(other)
+        files[task_path] = hash_object(bare, git(bare, "cat-file", "blob", files[task_path]).replace("queued", "succeeded").encode())
+        forged = _forged_on(bare, ours, files, message)
+    elif forgery == "job":
+        files[layout.JOB_PATH] = hash_object(bare, git(bare, "cat-file", "blob", files[layout.JOB_PATH]).replace('"goal":"', '"goal":"forged ').encode())
+        forged = _forged_on(bare, ours, files, message)
+    else:
+        root = commit_tree(bare, write_tree(bare, files), message)  # parentless, the same tree
+        forged = _forged_on(bare, ours, files, "merge 0 ops\n", root)
+    assert tree_files(bare, forged) != tree_files(bare, ours) or forgery == "root"
+    git(bare, "update-ref", layout.claim_ref(job, other), forged)
+    with pytest.raises(RemoteRefused, match=r"record does not match|not the job its job_created made|more than one root"):
+        b.arbiter.sync([job])
+    assert swarm.repo.read_ref(layout.job_ref(job)) == ours

@@ -1,4 +1,4 @@
-"""The commits a process knows a job's local history holds (engine/sharing/share.py, `_held_here`): a claim
+"""The commits a process knows a job's local history holds (engine/sharing/tip_intake.py, `held_here`): a claim
 tip in the set is never merged again, so the set must never hold a commit the local history does not."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitswarm.engine.sharing import share
+from gitswarm.engine.sharing import tip_intake
 from gitswarm.store.git import PygitRepo
 
 
@@ -24,8 +24,8 @@ def test_the_set_follows_the_local_tip_forward_and_starts_anew_when_it_is_set_ba
     store = PygitRepo(tmp_path)
     a, b, c = chain(store, 3)
     key = (str(store.common_dir), "job")
-    assert share._held_here(store, key, b) == {a, b}
-    assert share._held_here(store, key, c) == {a, b, c}  # only what c added was walked
-    assert share._held_here(store, key, a) == {a}  # the ref set back by hand: b and c are no longer held
-    share._CONTAINED.pop(key, None)
-    share._WALKED.pop(key, None)
+    assert tip_intake.held_here(store, key, b) == {a, b}
+    assert tip_intake.held_here(store, key, c) == {a, b, c}  # only what c added was walked
+    assert tip_intake.held_here(store, key, a) == {a}  # the ref set back by hand: b and c are no longer held
+    tip_intake._CONTAINED.pop(key, None)
+    tip_intake._WALKED.pop(key, None)

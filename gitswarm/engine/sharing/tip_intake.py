@@ -1,0 +1,184 @@
+"""Taking one pulled tip of a job into its live ref: planned first (checked as hostile input, merged by the
+op-log rules where both sides moved), then applied by compare-and-swap under the index's write lock.
+
+A job worked by many machines takes other machines' claim tips again and again (engine/sharing/share.py,
+`_integrate_claims`). For those, this process keeps which commits the job's local history holds, brought
+forward as the ref moves, so that each tip costs the commits it adds: no merge base, no walk that hides the
+local tip (each reads back through the whole history), and a fast-forward checked from the kept replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gitswarm.engine.swarm import Swarm
+from gitswarm.model.errors import CorruptRecord
+from gitswarm.model.ids import GENERATED_ID, TASK_ID
+from gitswarm.store import layout
+from gitswarm.store.gitrepo import CommitInfo, GitRepo
+from gitswarm.store.job_merge import Merged, check_ahead, check_tip, merge_job
+from gitswarm.store.oplog import commits_beyond
+from gitswarm.store.pulled_jobs import Intake
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a pull will do to one job, decided and checked before anything local moves."""
+
+    job: str
+    outcome: str  # new, updated, merged or unchanged
+    ours: str | None  # the local tip the plan was made against
+    theirs: str  # the pulled tip
+    tip: str  # what the live ref will point at
+    merged: Merged | None = None
+    # The commits of `theirs` beyond what the local history held, when `tip` descends from `ours` (a fast-forward,
+    # or a merge of the two), as _plan_beyond found them: held too once the ref moved.
+    beyond: frozenset[str] | None = None
+
+
+# (git common dir, job) -> the commits this process knows the job's local history holds: every commit of it
+# as of the local tip it last walked from (_WALKED), and the claim ref tips it merged since. The local ref only
+# ever moves to a history that holds its last one, so a commit held once stays held: a sync then plans only
+# the claim tips that are new to the job here, each walked once, instead of a merge base per tip (most are the
+# machine's own, taken when pushed). Cleared when the job's ref is gone.
+_CONTAINED: dict[tuple[str, str], set[str]] = {}
+_HOLDS_ALL_READS = 256  # merge commits _holds_all_of reads back at most before it answers no (a merge is made)
+_WALKED: dict[tuple[str, str], str] = {}
+
+
+def held_here(repo: GitRepo, key: tuple[str, str], tip: str) -> set[str]:
+    """_CONTAINED for the job, brought up to its local `tip` (the commits since the last walk added). A tip
+    that does not hold the last one walked (the ref set back or remade by hand) starts the set anew.
+    CorruptRecord when `tip` is not a commit."""
+    known = _CONTAINED.setdefault(key, set())
+    walked = _WALKED.get(key)
+    if walked == tip:
+        return known
+    new: list[CommitInfo] = []
+    if walked is not None:
+        new, stopped = commits_beyond(repo, tip, known)
+        # The local ref moves only forward, so the last tip walked is nearly always a parent of a commit made
+        # since; where it is not (the ref moved to a claim tip merged before, or set back by hand), ask git.
+        if walked not in stopped and not (repo.has_object(walked) and repo.is_ancestor(walked, tip)):
+            known.clear()
+            walked = None
+    if walked is None:
+        new = list(repo.walk(tip))
+    known.update(commit.oid for commit in new)
+    _WALKED[key] = tip
+    return known
+
+
+def _went_ahead(repo: GitRepo, job_id: str, ours: str, tip: str, beyond: frozenset[str]) -> None:
+    """The local ref moved from `ours` to `tip`, which descends from it and holds `beyond` besides: what
+    held_here knows stays true, and those join it, with no walk and no ancestry query."""
+    key = (str(repo.common_dir), job_id)
+    if _WALKED.get(key) == ours:
+        _CONTAINED[key].update(beyond)
+        _CONTAINED[key].add(tip)
+        _WALKED[key] = tip
+
+
+def plan_tip(swarm: Swarm, intake: Intake, job_id: str, theirs: str, incremental: bool = False) -> Plan:
+    """What taking `theirs` does to the job's live ref. `incremental`: walk only what the local history
+    (as this process knows it: held_here) lacks, for a job merged with other machines' claims again and again."""
+    repo = swarm.repo
+    if not TASK_ID.fullmatch(job_id) or not GENERATED_ID.fullmatch(job_id):
+        raise CorruptRecord(f"ref name {job_id!r} is not a job id")
+    where = layout.job_ref(job_id)
+    ours = repo.read_ref(where)
+    if ours is not None and theirs in repo.commit_info(ours).parents:  # what the last pull merged: no walk needed
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
+    if incremental and ours is not None and ours != theirs:
+        return _plan_beyond(swarm, intake, job_id, ours, theirs)
+    base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
+    if ours == theirs or base == theirs:
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
+    brought = intake.check_job(job_id, theirs, ours)
+    if ours is None or base == ours or _holds_all_of(repo, theirs, ours):
+        check_tip(repo, job_id, theirs, brought if ours is None else None, intake.parsed)  # a new job's commits are all brought
+        return Plan(job_id, "new" if ours is None else "updated", ours, theirs, theirs)
+    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, base, remote_only=brought, parsed=intake.parsed)
+    return Plan(job_id, "merged", ours, theirs, merged.tip, merged)
+
+
+def _plan_beyond(swarm: Swarm, intake: Intake, job_id: str, ours: str, theirs: str) -> Plan:
+    """_plan() from what this process knows the local history `ours` holds: only the commits of `theirs`
+    beyond it are walked and checked, no merge base is sought (each reads back through the whole history),
+    and a fast-forward is checked from the kept replay of `ours` (job_merge.check_ahead)."""
+    repo = swarm.repo
+    held = held_here(repo, (str(repo.common_dir), job_id), ours)
+    if theirs in held:
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
+    brought, reached = commits_beyond(repo, theirs, held)
+    if not reached:
+        raise CorruptRecord(f"{layout.job_ref(job_id)}: the two histories share no commit (not the same job)")
+    intake.check_job(job_id, theirs, ours, brought)
+    if ours in reached:
+        check_ahead(repo, job_id, ours, theirs, brought, intake.parsed)
+        return Plan(job_id, "updated", ours, theirs, theirs, beyond=frozenset(commit.oid for commit in brought))
+    if _holds_all_of(repo, theirs, ours, reached | {commit.oid for commit in brought}):
+        check_tip(repo, job_id, theirs, None, intake.parsed)
+        return Plan(job_id, "updated", ours, theirs, theirs)
+    merged = merge_job(repo, job_id, ours, theirs, swarm.actor, next(iter(reached)), remote_only=brought, parsed=intake.parsed)
+    return Plan(job_id, "merged", ours, theirs, merged.tip, merged, beyond=frozenset(commit.oid for commit in brought))
+
+
+def _holds_all_of(repo: GitRepo, theirs: str, ours: str, behind: set[str] | None = None) -> bool:
+    """Whether every commit that records operations in `ours` is in `theirs` too: what ours has beyond it
+    are merge commits alone (this clone merging claim refs as it went), so taking theirs loses nothing, and
+    the clones of a job that all saw everything come to one tip.
+
+    `behind`: commits `theirs` is known to hold. Then ours is read back only through merge commits until it
+    meets them: the first commit that records operations there ends it (False, and a merge is made, as
+    when theirs truly lacks it), so the answer costs a few commits instead of a walk that hides theirs."""
+    if behind is None:
+        return all(len(commit.parents) > 1 for commit in repo.walk(ours, hide=theirs))
+    seen: set[str] = set()
+    todo = [ours]
+    while todo:
+        oid = todo.pop()
+        if oid in behind or oid in seen:
+            continue
+        seen.add(oid)
+        parents = repo.commit_info(oid).parents
+        if len(parents) < 2 or len(seen) > _HOLDS_ALL_READS:
+            return False
+        todo.extend(parents)
+    return True
+
+
+def apply_plan(swarm: Swarm, intake: Intake, plan: Plan, incremental: bool = False) -> str:
+    """Move one live job ref as planned (under the write lock), re-planning if it moved meanwhile."""
+    if plan.outcome == "unchanged":
+        return "unchanged"
+    repo, index = swarm.repo, swarm.index
+    where = layout.job_ref(plan.job)
+    with index.immediate():
+        if repo.read_ref(where) != plan.ours:  # a worker wrote to the job since it was planned
+            plan = plan_tip(swarm, intake, plan.job, plan.theirs, incremental)
+            if plan.outcome == "unchanged":
+                return "unchanged"
+        repo.cas_ref(where, plan.tip, plan.ours, f"gitswarm: pull ({plan.outcome})")
+        if plan.beyond is not None and plan.ours is not None:
+            _went_ahead(repo, plan.job, plan.ours, plan.tip, plan.beyond)
+        if plan.merged is not None:
+            # Only the task records that differ from the local tip need re-indexing.
+            job = swarm.refs.snapshot(plan.job, plan.tip).job
+            index.record(job, plan.merged.state, plan.tip, plan.merged.tasks)
+        else:
+            index.reindex(swarm.refs.snapshot(plan.job, plan.tip))
+    return plan.outcome
+
+
+def forget(repo: GitRepo, job_id: str) -> None:
+    """Drop what this process knows the job's local history holds (its ref is gone, or no machine claims in it)."""
+    key = (str(repo.common_dir), job_id)
+    _CONTAINED.pop(key, None)
+    _WALKED.pop(key, None)
+
+
+def remembered_jobs(repo: GitRepo) -> list[str]:
+    """The jobs of this repository whose local history this process keeps what it holds of."""
+    here = str(repo.common_dir)
+    return [job for (where, job) in _CONTAINED if where == here]
