@@ -130,9 +130,10 @@ def merge_job(
 
 
 def check_ahead(repo: GitRepo, job_id: str, ours: str, theirs: str, brought: list[CommitInfo], parsed: Parsed = NOTHING_PARSED) -> None:
-    """check_tip() for a tip that descends from the local one (`ours`, checked when it was taken), whose
-    commits beyond it the caller walked and checked (`brought`): the operations they add are replayed
-    from the replay this process kept of the local history, not the whole history from its start."""
+    """check_tip() for a tip whose operations are those of the local one (`ours`, checked when it was
+    taken) and of the commits the caller walked and checked beyond it (`brought`): a tip that descends from
+    ours, or that lacks only merge commits of it. What they add is replayed from the replay this process
+    kept of the local history, not the whole history from its start."""
     where = layout.job_ref(job_id)
     if any(not commit.parents for commit in brought):
         raise CorruptRecord(f"{where}: the history has more than one root commit")

@@ -9,6 +9,7 @@ local tip (each reads back through the whole history), and a fast-forward checke
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 
 from gitswarm.engine.swarm import Swarm
@@ -31,9 +32,10 @@ class Plan:
     theirs: str  # the pulled tip
     tip: str  # what the live ref will point at
     merged: Merged | None = None
-    # The commits of `theirs` beyond what the local history held, when `tip` descends from `ours` (a fast-forward,
-    # or a merge of the two), as _plan_beyond found them: held too once the ref moved.
+    # As _plan_beyond found them: the commits of `theirs` beyond what the local history held, and those of `ours`
+    # that `tip` may not hold (merge commits alone). Once the ref moved, what held_here knows is brought along.
     beyond: frozenset[str] | None = None
+    dropped: frozenset[str] = frozenset()
 
 
 # (git common dir, job) -> the commits this process knows the job's local history holds: every commit of it
@@ -42,7 +44,7 @@ class Plan:
 # the claim tips that are new to the job here, each walked once, instead of a merge base per tip (most are the
 # machine's own, taken when pushed). Cleared when the job's ref is gone.
 _CONTAINED: dict[tuple[str, str], set[str]] = {}
-_HOLDS_ALL_READS = 256  # merge commits _holds_all_of reads back at most before it answers no (a merge is made)
+_HOLDS_ALL_READS = 256  # merge commits _merges_only reads back at most before it answers no (a merge is made)
 _WALKED: dict[tuple[str, str], str] = {}
 
 
@@ -69,14 +71,16 @@ def held_here(repo: GitRepo, key: tuple[str, str], tip: str) -> set[str]:
     return known
 
 
-def _went_ahead(repo: GitRepo, job_id: str, ours: str, tip: str, beyond: frozenset[str]) -> None:
-    """The local ref moved from `ours` to `tip`, which descends from it and holds `beyond` besides: what
-    held_here knows stays true, and those join it, with no walk and no ancestry query."""
+def _went_ahead(repo: GitRepo, job_id: str, ours: str, plan: Plan) -> None:
+    """The local ref moved from `ours` to `plan.tip`, which holds every commit of ours but `plan.dropped` and
+    `plan.beyond` besides: what held_here knows is brought along with no walk and no ancestry query."""
     key = (str(repo.common_dir), job_id)
-    if _WALKED.get(key) == ours:
-        _CONTAINED[key].update(beyond)
-        _CONTAINED[key].add(tip)
-        _WALKED[key] = tip
+    if _WALKED.get(key) == ours and plan.beyond is not None:
+        known = _CONTAINED[key]
+        known.difference_update(plan.dropped)
+        known.update(plan.beyond)
+        known.add(plan.tip)
+        _WALKED[key] = plan.tip
 
 
 def plan_tip(swarm: Swarm, intake: Intake, job_id: str, theirs: str, incremental: bool = False) -> Plan:
@@ -116,24 +120,28 @@ def _plan_beyond(swarm: Swarm, intake: Intake, job_id: str, ours: str, theirs: s
     intake.check_job(job_id, theirs, ours, brought)
     if ours in reached:
         check_ahead(repo, job_id, ours, theirs, brought, intake.parsed)
-        return Plan(job_id, "updated", ours, theirs, theirs, beyond=frozenset(commit.oid for commit in brought))
-    if _holds_all_of(repo, theirs, ours, reached | {commit.oid for commit in brought}):
-        check_tip(repo, job_id, theirs, None, intake.parsed)
-        return Plan(job_id, "updated", ours, theirs, theirs)
+        return Plan(job_id, "updated", ours, theirs, theirs, beyond=frozenset(commit.oid for commit in brought), dropped=frozenset())
+    beyond = frozenset(commit.oid for commit in brought)
+    only_merges = _merges_only(repo, ours, reached | beyond)
+    if only_merges is not None:  # theirs holds every operation of ours: its own are those `brought` adds
+        check_ahead(repo, job_id, ours, theirs, brought, intake.parsed)
+        return Plan(job_id, "updated", ours, theirs, theirs, beyond=beyond, dropped=only_merges)
     merged = merge_job(repo, job_id, ours, theirs, swarm.actor, next(iter(reached)), remote_only=brought, parsed=intake.parsed)
-    return Plan(job_id, "merged", ours, theirs, merged.tip, merged, beyond=frozenset(commit.oid for commit in brought))
+    return Plan(job_id, "merged", ours, theirs, merged.tip, merged, beyond=beyond, dropped=frozenset())
 
 
-def _holds_all_of(repo: GitRepo, theirs: str, ours: str, behind: set[str] | None = None) -> bool:
+def _holds_all_of(repo: GitRepo, theirs: str, ours: str) -> bool:
     """Whether every commit that records operations in `ours` is in `theirs` too: what ours has beyond it
     are merge commits alone (this clone merging claim refs as it went), so taking theirs loses nothing, and
-    the clones of a job that all saw everything come to one tip.
+    the clones of a job that all saw everything come to one tip."""
+    return all(len(commit.parents) > 1 for commit in repo.walk(ours, hide=theirs))
 
-    `behind`: commits `theirs` is known to hold. Then ours is read back only through merge commits until it
-    meets them: the first commit that records operations there ends it (False, and a merge is made, as
-    when theirs truly lacks it), so the answer costs a few commits instead of a walk that hides theirs."""
-    if behind is None:
-        return all(len(commit.parents) > 1 for commit in repo.walk(ours, hide=theirs))
+
+def _merges_only(repo: GitRepo, ours: str, behind: Container[str]) -> frozenset[str] | None:
+    """_holds_all_of() where `behind` are commits theirs is known to hold: ours is read back only through
+    merge commits until it meets them, and the first commit that records operations ends it (None: a merge
+    is made, as when theirs truly lacks it). So the answer costs a few commits, not a walk that hides theirs.
+    The merge commits read when it holds: every commit of ours that theirs may lack."""
     seen: set[str] = set()
     todo = [ours]
     while todo:
@@ -143,9 +151,9 @@ def _holds_all_of(repo: GitRepo, theirs: str, ours: str, behind: set[str] | None
         seen.add(oid)
         parents = repo.commit_info(oid).parents
         if len(parents) < 2 or len(seen) > _HOLDS_ALL_READS:
-            return False
+            return None
         todo.extend(parents)
-    return True
+    return frozenset(seen)
 
 
 def apply_plan(swarm: Swarm, intake: Intake, plan: Plan, incremental: bool = False) -> str:
@@ -160,8 +168,8 @@ def apply_plan(swarm: Swarm, intake: Intake, plan: Plan, incremental: bool = Fal
             if plan.outcome == "unchanged":
                 return "unchanged"
         repo.cas_ref(where, plan.tip, plan.ours, f"gitswarm: pull ({plan.outcome})")
-        if plan.beyond is not None and plan.ours is not None:
-            _went_ahead(repo, plan.job, plan.ours, plan.tip, plan.beyond)
+        if plan.ours is not None:
+            _went_ahead(repo, plan.job, plan.ours, plan)
         if plan.merged is not None:
             # Only the task records that differ from the local tip need re-indexing.
             job = swarm.refs.snapshot(plan.job, plan.tip).job

@@ -223,3 +223,35 @@ def test_a_claim_tip_that_fast_forwards_a_machines_history_is_checked_like_any_o
     with pytest.raises(RemoteRefused, match=r"record does not match|not the job its job_created made|more than one root"):
         b.arbiter.sync([job])
     assert swarm.repo.read_ref(layout.job_ref(job)) == ours
+
+
+@pytest.mark.parametrize("forged", [False, True])
+def test_a_claim_tip_that_holds_every_operation_of_a_machines_merges_is_taken_or_refused_by_its_records(
+    three: tuple, forged: bool
+) -> None:
+    """A tip that lacks only merge commits of the machine's history (another machine merged the same claims)
+    is taken as it is, checked from the kept replay: with the records the operations make it becomes the
+    machine's tip; with one record forged it is refused and nothing moves."""
+    bare, (a, b, c), job, clock = three
+    assert a._claim_chosen(job, "t0", "a.w", 30.0, clock()) is not None
+    assert c._claim_chosen(job, "t1", "c.w", 30.0, clock()) is not None
+    b.arbiter.sync([job])
+    swarm = b.arbiter.swarm
+    ours = swarm.repo.read_ref(layout.job_ref(job))
+    parents = git(swarm.repo.workdir, "rev-list", "--parents", "-n", "1", ours).split()[1:]
+    assert len(parents) == 2  # b merged the two claims
+    git(bare, "fetch", "-q", str(swarm.repo.workdir), f"{ours}:refs/tmp/ours")  # the attacker read b's merge somewhere
+    files = tree_files(bare, ours)
+    if forged:
+        path = layout.task_path("t2")
+        files[path] = hash_object(bare, git(bare, "cat-file", "blob", files[path]).replace("queued", "succeeded").encode())
+    theirs = commit_tree(bare, write_tree(bare, files), "merge 2 ops\n", *reversed(parents))
+    git(bare, "update-ref", "-d", "refs/tmp/ours")
+    git(bare, "update-ref", layout.claim_ref(job, "t2"), theirs)
+    if forged:
+        with pytest.raises(RemoteRefused, match="record does not match"):
+            b.arbiter.sync([job])
+        assert swarm.repo.read_ref(layout.job_ref(job)) == ours
+    else:
+        b.arbiter.sync([job])
+        assert swarm.repo.read_ref(layout.job_ref(job)) == theirs  # the same operations: one tip for every clone
