@@ -51,19 +51,21 @@ def _both(
     return ours, found
 
 
-def _replay_of(repo: GitRepo, where: str, tip: str, found: Found) -> Replay:
+def _replay_of(repo: GitRepo, where: str, tip: str, found: Found) -> tuple[Replay, bool]:
     """The replay of the local history at `tip` (its operations: `found`), from the one this process kept when
-    that one's operations are all among these (the same bodies): only the others are replayed, in their places."""
+    that one's operations are all among these (the same bodies): only the others are replayed, in their places.
+    With it, whether it was made from nothing (no replay of this history kept)."""
     key = (str(repo.common_dir), where)
     kept = _REPLAYS.pop(key, None)
+    fresh = False
     if kept is not None and kept[0] == tip:
         made = kept[2]
     elif kept is not None and all(found.get(op_id, ("",))[0] == line for op_id, (line, _) in kept[1].items()):
         made = kept[2].adding([op for op_id, (_, op) in found.items() if op_id not in kept[1]], where)
     else:
-        made = Replay.of([op for _, op in found.values()], where)
+        made, fresh = Replay.of([op for _, op in found.values()], where), True
     keep_replay(repo, where, tip, found, made)
-    return made
+    return made, fresh
 
 
 def keep_replay(repo: GitRepo, where: str, tip: str, found: Found, made: Replay) -> None:
@@ -81,12 +83,13 @@ def record_oids(repo: GitRepo, result: Replayed) -> dict[str, str]:
     return oids
 
 
-def _records_redone(before: Replay, after: Replay) -> dict[str, Any]:
-    """Tree path -> record of the state and of each task record `after` made anew: a record it took as it
-    was from `before`'s fold (the same object) is the one the local tree holds already, written from `before`.
-    (Replay.adding re-folds from a checkpoint: only the tasks its operations touch get new records.)"""
+def _records_redone(before: Replay | None, after: Replay) -> dict[str, Any]:
+    """Tree path -> record of the state and of each task record `after` made anew (every one, with no
+    `before`): a record it took as it was from `before`'s fold (the same object) is the one the local tree
+    holds already, written from `before`. (Replay.adding re-folds from a checkpoint: only the tasks its
+    operations touch get new records.)"""
     redone: dict[str, Any] = {layout.STATE_PATH: after.result.state}
-    held = before.result.tasks
+    held = before.result.tasks if before is not None else {}
     redone.update((layout.task_path(t), task) for t, task in after.result.tasks.items() if held.get(t) is not task)
     return redone
 
@@ -105,12 +108,15 @@ def merge_job(
     if (base or repo.merge_base(local, remote)) is None:
         raise CorruptRecord(f"{where}: the two histories share no commit (not the same job)")
     ours, found = _both(repo, local, remote, where, remote_only, parsed)
-    before = _replay_of(repo, where, local, ours)
+    before, fresh = _replay_of(repo, where, local, ours)
     made = before.adding([op for op_id, (_, op) in found.items() if op_id not in ours], where)
     result = made.result
     local_tree = repo.commit_info(local).tree
     paths: dict[str, str | None] = {}
-    for path, record in _records_redone(before, made).items():
+    # The first merge of a history this process makes compares every record with the local tree (and rewrites
+    # one that differs: written by an older gitswarm, or by hand); later ones, only what the replay made anew.
+    records = _records_redone(None if fresh else before, made)
+    for path, record in records.items():
         encoded = codec.encode(record)
         if repo.tree_entry(local_tree, path) != repo.blob_id(encoded):
             paths[path] = repo.write_blob(encoded)
@@ -140,7 +146,7 @@ def check_ahead(repo: GitRepo, job_id: str, ours: str, theirs: str, brought: lis
     if repo.tree_entry(repo.commit_info(theirs).tree, layout.JOB_PATH) != repo.tree_entry(repo.commit_info(ours).tree, layout.JOB_PATH):
         raise CorruptRecord(f"{where}:{layout.JOB_PATH}: the record is not the job its job_created made")
     ours_found, found = _both(repo, ours, theirs, where, brought, parsed)
-    made = _replay_of(repo, where, ours, ours_found).adding([op for op_id, (_, op) in found.items() if op_id not in ours_found], where)
+    made = _replay_of(repo, where, ours, ours_found)[0].adding([op for op_id, (_, op) in found.items() if op_id not in ours_found], where)
     _check_records(repo, where, theirs, record_oids(repo, made.result))
     keep_replay(repo, where, theirs, found, made)  # the next local tip, once the caller moved the ref
 

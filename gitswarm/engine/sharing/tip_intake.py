@@ -189,4 +189,4 @@ def forget(repo: GitRepo, job_id: str) -> None:
 def remembered_jobs(repo: GitRepo) -> list[str]:
     """The jobs of this repository whose local history this process keeps what it holds of."""
     here = str(repo.common_dir)
-    return [job for (where, job) in _CONTAINED if where == here]
+    return [job for (where, job) in list(_CONTAINED) if where == here]

@@ -22,8 +22,8 @@ from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.records import TaskState
-from gitswarm.model.replay import replay
-from gitswarm.store import layout
+from gitswarm.model.replay import Replay, replay
+from gitswarm.store import job_merge, layout
 from gitswarm.store.job_merge import check_tip
 from gitswarm.store.leases import Lease
 from tests.conftest import git
@@ -255,3 +255,27 @@ def test_a_claim_tip_that_holds_every_operation_of_a_machines_merges_is_taken_or
     else:
         b.arbiter.sync([job])
         assert swarm.repo.read_ref(layout.job_ref(job)) == theirs  # the same operations: one tip for every clone
+
+
+def test_the_first_merge_a_process_makes_rewrites_a_record_the_local_tree_got_wrong(three: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A later merge writes only the records its replay made anew; the first one a process makes of a history
+    compares every record, so a local record that is not what the operations make (an older gitswarm's, or
+    one edited by hand) is written right again rather than carried into every tip the machine pushes."""
+    _, (a, b, c), job, clock = three
+    monkeypatch.setattr(Replay, "CHECKPOINT", 1)  # a point after every operation: a merge re-folds only what it adds
+    assert a._claim_chosen(job, "t0", "a.w", 30.0, clock()) is not None
+    b.arbiter.sync([job])
+    swarm = b.arbiter.swarm
+    here = swarm.repo.workdir
+    ours = swarm.repo.read_ref(layout.job_ref(job))
+    files = tree_files(here, ours)
+    path = layout.task_path("t2")
+    files[path] = hash_object(here, git(here, "cat-file", "blob", files[path]).replace('"queued"', '"queued" ').encode())
+    drifted = commit_tree(here, write_tree(here, files), git(here, "log", "-1", "--format=%B", ours), ours)
+    git(here, "update-ref", layout.job_ref(job), drifted, ours)
+    job_merge._REPLAYS.clear()  # what a process starting now knows of it: nothing
+    assert c._claim_chosen(job, "t1", "c.w", 30.0, clock()) is not None
+    b.arbiter.sync([job])
+    merged = swarm.repo.read_ref(layout.job_ref(job))
+    assert merged != drifted and len(swarm.repo.commit_info(merged).parents) == 2
+    check_tip(swarm.repo, job, merged)  # every record is what the operations make, t2's too
