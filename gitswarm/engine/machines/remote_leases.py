@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
+from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused, machine_owner
 from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
@@ -57,10 +57,13 @@ class RemoteRejected(WorkFailed):
 class RemoteLedger(Ledger):
     """`Leases` decided by a git remote (`work --remote`): each transition a push the remote accepts."""
 
-    # Every machine sees the others' claims only at its next fetch, so each ranks the queued tasks its own way
-    # (rendezvous hashing by this worker's key: `_rank`) and takes its best: machines that agree on what is
-    # queued still pick different tasks, and one picks a task taken since its last fetch about as often as the
-    # share of the queue the others took meanwhile, not the share of the few first tasks.
+    # Every machine sees the others' claims only at its next fetch (a second old, while all its workers are
+    # busy). So the queued tasks of a job are shared out among the machines known to work it (those named by
+    # its claims, and this one): each task has a home machine, by rendezvous hashing of the machine's name
+    # and the task (`_at_home`), and a worker takes a task of its own machine's first, in an order of its own
+    # (`_rank`: its machine's key and its process), so that siblings too pick different ones. Only a machine
+    # that ran out of its own takes the others' (a dead machine's tasks too): two machines then race only for
+    # the last tasks of a job, not for every claim.
     claim_spread = REMOTE_CLAIM_SPREAD
 
     def __init__(
@@ -75,6 +78,8 @@ class RemoteLedger(Ledger):
         self.on_problem: Callable[[str], None] = lambda problem: None
         self.on_race: Callable[[], None] = lambda: None  # told of each push another machine's got ahead of
         self._ranked_by: tuple[int, bytes] = (0, b"")  # (pid, its key prefix) of _rank
+        self._name = machine_owner(arbiter.swarm.actor, "").rstrip(".")  # this machine as claims name it: host.clone
+        self._homes: dict[tuple[str, tuple[str, ...]], dict[str, bool]] = {}  # (job, machines) -> task -> at home here
 
     def report_problems(self, listener: Callable[[str], None], races: Callable[[], None] = lambda: None) -> None:
         """Tell `listener` why pushes do not land (a refusal's reason, an unanswered remote), and "" once one does;
@@ -163,7 +168,27 @@ class RemoteLedger(Ledger):
         return hashlib.blake2b(self._ranked_by[1] + task.encode(), digest_size=8).digest()
 
     def _choose(self, candidates: list[tuple[int, str, str]]) -> tuple[int, str, str]:
-        return min(candidates, key=lambda row: self._rank(f"{row[1]}/{row[2]}"))
+        at_home = {job: self._at_home(job) for job in {row[1] for row in candidates}}
+        return min(candidates, key=lambda row: (not at_home[row[1]](row[2]), self._rank(f"{row[1]}/{row[2]}")))
+
+    def _at_home(self, job: str) -> Callable[[str], bool]:
+        """Whether a task of `job` is this machine's to take first: of the machines known to work the job (named by
+        its claims, and this one), the one whose hash with the task ranks highest (rendezvous hashing)."""
+        rows = self.index.db.execute("SELECT DISTINCT owner FROM tasks WHERE job = ? AND owner IS NOT NULL", (job,))
+        machines = tuple(sorted({owner.rsplit(".", 1)[0] for (owner,) in rows if owner.count(".") >= 2} | {self._name}))
+        homes = self._homes.get((job, machines))
+        if homes is None:
+            self._homes.clear()  # one job's, for the machines known now
+            homes = self._homes[(job, machines)] = {}
+
+        def at_home(task: str) -> bool:
+            home = homes.get(task)
+            if home is None:
+                home = homes[task] = self._name == max(
+                    machines, key=lambda machine: hashlib.blake2b(f"{machine}\0{task}".encode(), digest_size=8).digest())
+            return home
+
+        return at_home
 
     def lease_length(self, spec: TaskSpec, ttl: float) -> float:
         """How long a claim of a task holds before it must be renewed: its timeout plus a grace, at most `ttl`."""
@@ -214,7 +239,9 @@ class RemoteLedger(Ledger):
             if exhausted(s.job, s.state, now) is not None:
                 raise InvalidTransition("the job's budget is spent")
             query, params = self._claim_query(now, s.job_id, exclude, skip)
-            ranked = sorted(self.index.db.execute(query, params), key=lambda row: (-row[2], self._rank(f"{row[0]}/{row[1]}")))
+            at_home = self._at_home(s.job_id)
+            ranked = sorted(self.index.db.execute(query, params),
+                            key=lambda row: (-row[2], not at_home(row[1]), self._rank(f"{row[0]}/{row[1]}")))
             rows = [task for _, task, _ in ranked[: len(owners) * 2]]
             queued = [t for t in (s.task(task) for task in rows) if t.state is TaskState.QUEUED][: len(owners)]
             granted[:] = list(zip(owners, (t.id for t in queued)))

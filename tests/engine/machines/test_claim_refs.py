@@ -279,3 +279,28 @@ def test_the_first_merge_a_process_makes_rewrites_a_record_the_local_tree_got_wr
     merged = swarm.repo.read_ref(layout.job_ref(job))
     assert merged != drifted and len(swarm.repo.commit_info(merged).parents) == 2
     check_tip(swarm.repo, job, merged)  # every record is what the operations make, t2's too
+
+
+def test_machines_that_know_each_other_share_the_queue_out_and_take_each_others_tasks_only_when_theirs_ran_out(
+    three: tuple,
+) -> None:
+    """Each queued task has one home machine among those its job's claims name (rendezvous hashing), so two
+    machines picking from the same stale view pick different tasks; a machine whose own tasks all ran takes
+    another's rather than idle."""
+    _, ledgers, job, clock = three
+    for n, ledger in enumerate(ledgers):  # each machine claims one task, so that every machine is named
+        assert ledger._claim_chosen(job, f"t{n}", f"{ledger._name}.w{n}", 30.0, clock()) is not None
+    for ledger in ledgers:
+        ledger.arbiter.sync([job])
+    queued = [row[1] for row in ledgers[0].index.db.execute(
+        "SELECT job, id FROM tasks WHERE job = ? AND state = 'queued'", (job,))]
+    assert queued
+    names = [f"x{n}" for n in range(300)]  # any task's home, among the three machines all of them know
+    shares = [[name for name in names if ledger._at_home(job)(name)] for ledger in ledgers]
+    assert sorted(name for share in shares for name in share) == sorted(names)  # each at home on exactly one
+    assert all(len(share) > 60 for share in shares)  # about a third each
+    homes = [[task for task in queued if ledger._at_home(job)(task)] for ledger in ledgers]
+    for ledger, home in zip(ledgers, homes, strict=True):
+        pick = ledger._pick(clock(), job)
+        assert pick is not None
+        assert pick[1] in home if home else pick[1] in queued  # its own first; another's when it has none
