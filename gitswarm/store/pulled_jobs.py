@@ -59,6 +59,10 @@ class Intake:
         self.require_keys = require_keys or machines is not None
         self.spent = 0
         self.parsed: dict[str, list[tuple[str, Op]]] = {}  # commit id -> its (line, op)s, decoded once
+        # Commits this process built and signed itself (an offer the remote accepted, merged in after another
+        # process here moved the ref): no input of anyone else's, so a history beyond ours of these alone is
+        # not checked again.
+        self.made_here: frozenset[str] = frozenset()
 
     def charge(self, size: int, where: str, record: bool = True) -> None:
         if record and size > self.limits.max_record:
@@ -77,6 +81,8 @@ class Intake:
         task_ids: frozenset[str] | None = self._task_ids(where, ours) if ours is not None else None
         job_blob = repo.tree_entry(local.tree, layout.JOB_PATH) if local is not None else None
         commits = walked if walked is not None else list(repo.walk(theirs, hide=ours))
+        if ours is not None and commits and all(commit.oid in self.made_here for commit in commits):
+            return commits
         for commit in commits:
             at = f"{where}@{commit.oid[:12]}"
             self.charge(len(commit.message.encode()), at)
@@ -221,7 +227,11 @@ class Intake:
         repo, where = self.repo, layout.job_ref(job_id)
         tree = repo.commit_info(theirs).tree
         ours_tree = local.tree if local is not None else None
+        # An entry the local tree holds as it is was checked when the local tree was taken or written.
+        held = {name: oid for name, oid, _ in repo.tree_items(ours_tree)} if ours_tree is not None else {}
         for name, oid, is_tree in repo.tree_items(tree):
+            if held.get(name) == oid and name != layout.JOB_PATH:
+                continue
             at = f"{where}:{name}"
             if name == layout.JOB_PATH and not is_tree:
                 if oid != job_blob:
@@ -234,9 +244,7 @@ class Intake:
                 raise CorruptRecord(f"{at}: not an entry gitswarm writes")
             if fan == layout.TASKS_FANS:
                 continue  # every task record is compared with the replay
-            ours_fan = repo.tree_entry(ours_tree, name) if ours_tree is not None else None
-            if ours_fan == oid:
-                continue  # nothing new under it
+            ours_fan = held.get(name)
             known = {n: o for n, o, _ in repo.tree_items(ours_fan)} if ours_fan is not None else {}
             for entry, entry_oid, entry_is_tree in repo.tree_items(oid):
                 if known.get(entry) == entry_oid:

@@ -331,9 +331,10 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
 
 
 def integrate_tip(swarm: Swarm, job_id: str, theirs: str, machines: frozenset[str] | None = None) -> str:
-    """Bring one commit of a job, already in this repository, into the live ref: fast-forward or merge
-    (`work --remote`: a commit the remote accepted while another process here moved the ref)."""
+    """Bring one commit this process built, which the remote accepted, into the live ref: fast-forward or
+    merge (`work --remote`: another process here moved the ref meanwhile)."""
     intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock(), machines, require_keys=True)
+    intake.made_here = frozenset({theirs})  # built and signed by this process: what it adds is not checked again
     return apply_plan(swarm, intake, plan_tip(swarm, intake, job_id, theirs, incremental=True), incremental=True)
 
 
