@@ -227,11 +227,8 @@ class Intake:
         repo, where = self.repo, layout.job_ref(job_id)
         tree = repo.commit_info(theirs).tree
         ours_tree = local.tree if local is not None else None
-        # An entry the local tree holds as it is was checked when the local tree was taken or written.
-        held = {name: oid for name, oid, _ in repo.tree_items(ours_tree)} if ours_tree is not None else {}
+        held = {name: oid for name, oid, _ in repo.tree_items(ours_tree)} if ours_tree is not None else {}  # read once
         for name, oid, is_tree in repo.tree_items(tree):
-            if held.get(name) == oid and name != layout.JOB_PATH:
-                continue
             at = f"{where}:{name}"
             if name == layout.JOB_PATH and not is_tree:
                 if oid != job_blob:
@@ -245,6 +242,8 @@ class Intake:
             if fan == layout.TASKS_FANS:
                 continue  # every task record is compared with the replay
             ours_fan = held.get(name)
+            if ours_fan == oid:
+                continue  # nothing new under it
             known = {n: o for n, o, _ in repo.tree_items(ours_fan)} if ours_fan is not None else {}
             for entry, entry_oid, entry_is_tree in repo.tree_items(oid):
                 if known.get(entry) == entry_oid:

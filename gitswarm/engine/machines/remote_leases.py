@@ -80,6 +80,7 @@ class RemoteLedger(Ledger):
         self._ranked_by: tuple[int, bytes] = (0, b"")  # (pid, its key prefix) of _rank
         self._name = machine_owner(arbiter.swarm.actor, "").rstrip(".")  # this machine as claims name it: host.clone
         self._homes: dict[tuple[str, tuple[str, ...]], dict[str, bool]] = {}  # (job, machines) -> task -> at home here
+        self._seen: dict[str, set[str]] = {}  # job -> the machines this process saw hold a lease in it
 
     def report_problems(self, listener: Callable[[str], None], races: Callable[[], None] = lambda: None) -> None:
         """Tell `listener` why pushes do not land (a refusal's reason, an unanswered remote), and "" once one does;
@@ -172,13 +173,17 @@ class RemoteLedger(Ledger):
         return min(candidates, key=lambda row: (not at_home[row[1]](row[2]), self._rank(f"{row[1]}/{row[2]}")))
 
     def _at_home(self, job: str) -> Callable[[str], bool]:
-        """Whether a task of `job` is this machine's to take first: of the machines known to work the job (named by
-        its claims, and this one), the one whose hash with the task ranks highest (rendezvous hashing)."""
+        """Whether a task of `job` is this machine's to take first: of the machines known to work the job (this one,
+        and every one this process saw hold a lease in it: a task's owner is cleared when its lease ends, so the
+        set is kept as it grows), the one whose hash with the task ranks highest (rendezvous hashing)."""
         rows = self.index.db.execute("SELECT DISTINCT owner FROM tasks WHERE job = ? AND owner IS NOT NULL", (job,))
-        machines = tuple(sorted({owner.rsplit(".", 1)[0] for (owner,) in rows if owner.count(".") >= 2} | {self._name}))
+        seen = self._seen.setdefault(job, {self._name})
+        seen.update(owner.rsplit(".", 1)[0] for (owner,) in rows if owner.count(".") >= 2)
+        machines = tuple(sorted(seen))
         homes = self._homes.get((job, machines))
         if homes is None:
-            self._homes.clear()  # one job's, for the machines known now
+            for key in [key for key in self._homes if key[0] == job]:  # the same job's, for fewer machines
+                del self._homes[key]
             homes = self._homes[(job, machines)] = {}
 
         def at_home(task: str) -> bool:
