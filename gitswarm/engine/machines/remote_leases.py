@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused, machine_owner
+from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
 from gitswarm.model.artifacts import Artifact, Patch
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
@@ -58,12 +58,11 @@ class RemoteLedger(Ledger):
     """`Leases` decided by a git remote (`work --remote`): each transition a push the remote accepts."""
 
     # Every machine sees the others' claims only at its next fetch (a second old, while all its workers are
-    # busy). So the queued tasks of a job are shared out among the machines known to work it (those named by
-    # its claims, and this one): each task has a home machine, by rendezvous hashing of the machine's name
-    # and the task (`_at_home`), and a worker takes a task of its own machine's first, in an order of its own
-    # (`_rank`: its machine's key and its process), so that siblings too pick different ones. Only a machine
-    # that ran out of its own takes the others' (a dead machine's tasks too): two machines then race only for
-    # the last tasks of a job, not for every claim.
+    # busy). So the queued tasks of a job are shared out among the workers known to work it (`_home`: those
+    # seen holding a lease in it, of any machine, and this one), by rendezvous hashing of the worker's name and
+    # the task, and a worker takes its own first, in an order of its own (`_rank`: its machine's key and its
+    # process). Only a worker whose own tasks ran out takes another's (a dead machine's too): two workers then
+    # race only for the last tasks of a job, not for every claim, siblings included.
     claim_spread = REMOTE_CLAIM_SPREAD
 
     def __init__(
@@ -78,9 +77,9 @@ class RemoteLedger(Ledger):
         self.on_problem: Callable[[str], None] = lambda problem: None
         self.on_race: Callable[[], None] = lambda: None  # told of each push another machine's got ahead of
         self._ranked_by: tuple[int, bytes] = (0, b"")  # (pid, its key prefix) of _rank
-        self._name = machine_owner(arbiter.swarm.actor, "").rstrip(".")  # this machine as claims name it: host.clone
-        self._homes: dict[tuple[str, tuple[str, ...]], dict[str, bool]] = {}  # (job, machines) -> task -> at home here
-        self._seen: dict[str, set[str]] = {}  # job -> the machines this process saw hold a lease in it
+        self._me = ""  # the worker this ledger last claimed for (`host.clone.worker`), whose tasks come first
+        self._homes: dict[tuple[str, tuple[str, ...]], dict[str, str]] = {}  # (job, workers) -> task -> its home worker
+        self._seen: dict[str, set[str]] = {}  # job -> the workers this process saw hold a lease in it
 
     def report_problems(self, listener: Callable[[str], None], races: Callable[[], None] = lambda: None) -> None:
         """Tell `listener` why pushes do not land (a refusal's reason, an unanswered remote), and "" once one does;
@@ -169,31 +168,36 @@ class RemoteLedger(Ledger):
         return hashlib.blake2b(self._ranked_by[1] + task.encode(), digest_size=8).digest()
 
     def _choose(self, candidates: list[tuple[int, str, str]]) -> tuple[int, str, str]:
-        at_home = {job: self._at_home(job) for job in {row[1] for row in candidates}}
-        return min(candidates, key=lambda row: (not at_home[row[1]](row[2]), self._rank(f"{row[1]}/{row[2]}")))
+        homes = {job: self._home(job) for job in {row[1] for row in candidates}}
+        return min(candidates, key=lambda row: (homes[row[1]](row[2]) != self._me, self._rank(f"{row[1]}/{row[2]}")))
 
-    def _at_home(self, job: str) -> Callable[[str], bool]:
-        """Whether a task of `job` is this machine's to take first: of the machines known to work the job (this one,
-        and every one this process saw hold a lease in it: a task's owner is cleared when its lease ends, so the
-        set is kept as it grows), the one whose hash with the task ranks highest (rendezvous hashing)."""
+    def _home(self, job: str) -> Callable[[str], str]:
+        """The worker whose task of `job` a task is, to take first: of the workers known to work the job (the one
+        this ledger claims for, and every one this process saw hold a lease in it, of any machine: a task's owner
+        is cleared when its lease ends, so the set is kept as it grows), the one whose hash with the task ranks
+        highest (rendezvous hashing). Each worker thus has tasks of its own, which neither its siblings nor
+        another machine want while theirs last, however stale their view of the job."""
         rows = self.index.db.execute("SELECT DISTINCT owner FROM tasks WHERE job = ? AND owner IS NOT NULL", (job,))
-        seen = self._seen.setdefault(job, {self._name})
-        seen.update(owner.rsplit(".", 1)[0] for (owner,) in rows if owner.count(".") >= 2)
-        machines = tuple(sorted(seen))
-        homes = self._homes.get((job, machines))
+        seen = self._seen.setdefault(job, set())
+        seen.update(owner for (owner,) in rows if owner.count(".") >= 2)
+        if self._me:
+            seen.add(self._me)
+        workers = tuple(sorted(seen))
+        homes = self._homes.get((job, workers))
         if homes is None:
-            for key in [key for key in self._homes if key[0] == job]:  # the same job's, for fewer machines
+            for key in [key for key in self._homes if key[0] == job]:  # the same job's, for fewer workers
                 del self._homes[key]
-            homes = self._homes[(job, machines)] = {}
+            homes = self._homes[(job, workers)] = {}
 
-        def at_home(task: str) -> bool:
-            home = homes.get(task)
-            if home is None:
-                home = homes[task] = self._name == max(
-                    machines, key=lambda machine: hashlib.blake2b(f"{machine}\0{task}".encode(), digest_size=8).digest())
-            return home
+        def home(task: str) -> str:
+            found = homes.get(task)
+            if found is None:
+                found = homes[task] = max(
+                    workers, key=lambda worker: hashlib.blake2b(f"{worker}\0{task}".encode(), digest_size=8).digest(),
+                    default="")
+            return found
 
-        return at_home
+        return home
 
     def lease_length(self, spec: TaskSpec, ttl: float) -> float:
         """How long a claim of a task holds before it must be renewed: its timeout plus a grace, at most `ttl`."""
@@ -212,6 +216,7 @@ class RemoteLedger(Ledger):
     ) -> Lease | None:
         """Lease one queued task once the remote accepted the claim; None when there is none
         (as this clone knows) or the remote did not answer."""
+        self._me = owner
         for _ in range(CLAIM_PICKS):
             pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip_jobs | self.arbiter.refused_jobs())
             if pick is None:
@@ -237,6 +242,7 @@ class RemoteLedger(Ledger):
         if len(owners) == 1:
             lease = self.claim(owners[0], ttl, now, job_id, exclude, skip_jobs)
             return [] if lease is None else [lease]
+        self._me = owners[0]
         skip = skip_jobs | self.arbiter.refused_jobs()
         granted: list[tuple[str, str]] = []
 
@@ -244,16 +250,22 @@ class RemoteLedger(Ledger):
             if exhausted(s.job, s.state, now) is not None:
                 raise InvalidTransition("the job's budget is spent")
             query, params = self._claim_query(now, s.job_id, exclude, skip)
-            at_home = self._at_home(s.job_id)
-            ranked = sorted(self.index.db.execute(query, params),
-                            key=lambda row: (-row[2], not at_home(row[1]), self._rank(f"{row[0]}/{row[1]}")))
-            rows = [task for _, task, _ in ranked[: len(owners) * 2]]
-            queued = [t for t in (s.task(task) for task in rows) if t.state is TaskState.QUEUED][: len(owners)]
-            granted[:] = list(zip(owners, (t.id for t in queued)))
+            home = self._home(s.job_id)
+            rows = [row for row in self.index.db.execute(query, params) if s.task(row[1]).state is TaskState.QUEUED]
+            granted[:] = []
+            for owner in owners:  # each its own task first (by priority), in this worker's order
+                if not rows:
+                    break
+
+                def preference(row: tuple[str, str, int], owner: str = owner) -> tuple[int, bool, bytes]:
+                    return -row[2], home(row[1]) != owner, self._rank(f"{row[0]}/{row[1]}")
+
+                best = min(rows, key=preference)
+                rows.remove(best)
+                granted.append((owner, best[1]))
             if not granted:
                 raise InvalidTransition("nothing queued")
-            return [self._claim_op(s, task, owner, ttl, now, after=i) for i, (owner, task) in
-                    enumerate(zip(owners, queued))], ()
+            return [self._claim_op(s, s.task(task), owner, ttl, now, after=i) for i, (owner, task) in enumerate(granted)], ()
 
         for _ in range(CLAIM_PICKS):
             pick = self._pick(now, job_id, exclude=exclude, skip_jobs=skip)
@@ -357,6 +369,8 @@ class RemoteLedger(Ledger):
         finish = self._finish_builder(lease, result, now)
         self.refs.write_artifacts(artifacts)
         picked: list[str | None] = [None]
+        if ask is not None:
+            self._me = ask.owner
 
         def build(snapshot: Snapshot) -> Built:
             _own(snapshot, lease)

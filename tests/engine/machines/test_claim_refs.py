@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from gitswarm.engine.machines.arbiter import Arbiter, RemoteRefused
+from gitswarm.engine.machines.arbiter import Arbiter, RemoteRefused, machine_owner
 from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import InvalidTransition, LeaseLost
@@ -281,26 +281,27 @@ def test_the_first_merge_a_process_makes_rewrites_a_record_the_local_tree_got_wr
     check_tip(swarm.repo, job, merged)  # every record is what the operations make, t2's too
 
 
-def test_machines_that_know_each_other_share_the_queue_out_and_take_each_others_tasks_only_when_theirs_ran_out(
+def test_workers_that_know_each_other_share_the_queue_out_and_take_each_others_tasks_only_when_theirs_ran_out(
     three: tuple,
 ) -> None:
-    """Each queued task has one home machine among those its job's claims name (rendezvous hashing), so two
-    machines picking from the same stale view pick different tasks; a machine whose own tasks all ran takes
-    another's rather than idle."""
+    """Each queued task has one home worker among those seen holding a lease in the job (rendezvous hashing),
+    the same on every machine that saw the same workers, so workers picking from the same stale view pick
+    different tasks; a worker whose own tasks all ran takes another's rather than idle."""
     _, ledgers, job, clock = three
-    for n, ledger in enumerate(ledgers):  # each machine claims one task, so that every machine is named
-        assert ledger._claim_chosen(job, f"t{n}", f"{ledger._name}.w{n}", 30.0, clock()) is not None
+    owners = [machine_owner(ledger.arbiter.swarm.actor, f"w{n}") for n, ledger in enumerate(ledgers)]
+    for n, (ledger, owner) in enumerate(zip(ledgers, owners, strict=True)):  # each worker holds a lease, so all are seen
+        assert ledger.claim(owner, 30.0, clock(), job_id=job) is not None, n
     for ledger in ledgers:
         ledger.arbiter.sync([job])
-    queued = [row[1] for row in ledgers[0].index.db.execute(
-        "SELECT job, id FROM tasks WHERE job = ? AND state = 'queued'", (job,))]
+    names = [f"x{n}" for n in range(300)]  # any task's home, as each machine sees it
+    homes = [[ledger._home(job)(name) for name in names] for ledger in ledgers]
+    assert homes[0] == homes[1] == homes[2]  # one view of whose each task is
+    assert sorted(set(homes[0])) == sorted(owners)
+    assert all(homes[0].count(owner) > 60 for owner in owners)  # about a third each
+    queued = [row[0] for row in ledgers[0].index.db.execute("SELECT id FROM tasks WHERE job = ? AND state = 'queued'", (job,))]
     assert queued
-    names = [f"x{n}" for n in range(300)]  # any task's home, among the three machines all of them know
-    shares = [[name for name in names if ledger._at_home(job)(name)] for ledger in ledgers]
-    assert sorted(name for share in shares for name in share) == sorted(names)  # each at home on exactly one
-    assert all(len(share) > 60 for share in shares)  # about a third each
-    homes = [[task for task in queued if ledger._at_home(job)(task)] for ledger in ledgers]
-    for ledger, home in zip(ledgers, homes, strict=True):
+    for ledger, owner in zip(ledgers, owners, strict=True):
         pick = ledger._pick(clock(), job)
-        assert pick is not None
-        assert pick[1] in home if home else pick[1] in queued  # its own first; another's when it has none
+        assert pick is not None and pick[1] in queued
+        own = [task for task in queued if ledger._home(job)(task) == owner]
+        assert pick[1] in own if own else True  # its own first; another's when it has none
