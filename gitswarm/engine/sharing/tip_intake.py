@@ -107,7 +107,7 @@ def plan_tip(swarm: Swarm, intake: Intake, job_id: str, theirs: str, incremental
 
 
 def _plan_beyond(swarm: Swarm, intake: Intake, job_id: str, ours: str, theirs: str) -> Plan:
-    """_plan() from what this process knows the local history `ours` holds: only the commits of `theirs`
+    """plan_tip() from what this process knows the local history `ours` holds: only the commits of `theirs`
     beyond it are walked and checked, no merge base is sought (each reads back through the whole history),
     and a fast-forward is checked from the kept replay of `ours` (job_merge.check_ahead)."""
     repo = swarm.repo
@@ -118,16 +118,16 @@ def _plan_beyond(swarm: Swarm, intake: Intake, job_id: str, ours: str, theirs: s
     if not reached:
         raise CorruptRecord(f"{layout.job_ref(job_id)}: the two histories share no commit (not the same job)")
     intake.check_job(job_id, theirs, ours, brought)
+    beyond = frozenset(commit.oid for commit in brought)
     if ours in reached:
         check_ahead(repo, job_id, ours, theirs, brought, intake.parsed)
-        return Plan(job_id, "updated", ours, theirs, theirs, beyond=frozenset(commit.oid for commit in brought), dropped=frozenset())
-    beyond = frozenset(commit.oid for commit in brought)
+        return Plan(job_id, "updated", ours, theirs, theirs, beyond=beyond)
     only_merges = _merges_only(repo, ours, reached | beyond)
     if only_merges is not None:  # theirs holds every operation of ours: its own are those `brought` adds
         check_ahead(repo, job_id, ours, theirs, brought, intake.parsed)
         return Plan(job_id, "updated", ours, theirs, theirs, beyond=beyond, dropped=only_merges)
     merged = merge_job(repo, job_id, ours, theirs, swarm.actor, next(iter(reached)), remote_only=brought, parsed=intake.parsed)
-    return Plan(job_id, "merged", ours, theirs, merged.tip, merged, beyond=beyond, dropped=frozenset())
+    return Plan(job_id, "merged", ours, theirs, merged.tip, merged, beyond=beyond)
 
 
 def _holds_all_of(repo: GitRepo, theirs: str, ours: str) -> bool:
