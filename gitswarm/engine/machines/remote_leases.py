@@ -45,6 +45,13 @@ REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep takin
 LEASE_OPS = (TaskClaimed, LeaseRenewed, LeaseExpired, TaskFinished)
 
 
+def home_worker(workers: Sequence[str], task: str) -> str:
+    """The worker whose `task` is, of `workers` ("" when none): the one whose hash with it ranks highest
+    (rendezvous hashing). Every machine that knows the same workers agrees, each worker gets about an equal
+    share, and a worker joining takes tasks only from the others' shares, never moves one between them."""
+    return max(workers, key=lambda worker: hashlib.blake2b(f"{worker}\0{task}".encode(), digest_size=8).digest(), default="")
+
+
 class RemoteUnavailable(WorkFailed):
     """The remote did not answer (or kept moving); nothing was written anywhere."""
 
@@ -192,9 +199,7 @@ class RemoteLedger(Ledger):
         def home(task: str) -> str:
             found = homes.get(task)
             if found is None:
-                found = homes[task] = max(
-                    workers, key=lambda worker: hashlib.blake2b(f"{worker}\0{task}".encode(), digest_size=8).digest(),
-                    default="")
+                found = homes[task] = home_worker(workers, task)
             return found
 
         return home

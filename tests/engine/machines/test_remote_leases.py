@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, refusal
 from gitswarm.engine.machines.crew import BUSY, IDLE, RESERVED, Siblings
-from gitswarm.engine.machines.remote_leases import RemoteLedger
+from gitswarm.engine.machines.remote_leases import RemoteLedger, home_worker
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
 from gitswarm.store import layout
@@ -246,3 +248,21 @@ def test_the_remote_tip_is_what_the_clones_hold_after_a_sync(clones: tuple) -> N
     b.arbiter.sync([job])
     tip = subprocess.run(["git", "rev-parse", layout.claim_ref(job, lease.task)], cwd=bare, capture_output=True, text=True).stdout.strip()
     assert a.refs.repo.read_ref(layout.job_ref(job)) == tip == b.refs.repo.read_ref(layout.job_ref(job))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    workers=st.lists(st.text("abcdefgh.-0123", min_size=3, max_size=12), min_size=1, max_size=8, unique=True),
+    joining=st.text("abcdefgh.-0123", min_size=3, max_size=12),
+)
+def test_a_worker_joining_takes_tasks_only_from_the_others_shares(workers: list[str], joining: str) -> None:
+    """Rendezvous hashing (remote_leases.home_worker): a task's home is one of the workers, the same whatever
+    their order, and a worker joining takes tasks from the others without moving any between them."""
+    tasks = [f"t{n}" for n in range(200)]
+    before = {task: home_worker(workers, task) for task in tasks}
+    assert set(before.values()) <= set(workers)
+    assert before == {task: home_worker(list(reversed(workers)), task) for task in tasks}
+    after = {task: home_worker([*workers, joining], task) for task in tasks}
+    assert all(after[task] in (before[task], joining) for task in tasks)
+    if len(set(workers)) == 1 and joining not in workers:
+        assert 40 < sum(1 for task in tasks if after[task] == joining) < 160  # about half of one worker's
