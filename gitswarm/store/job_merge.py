@@ -44,7 +44,7 @@ def _both(
     repo: GitRepo, local: str, remote: str, where: str, remote_only: list[CommitInfo] | None, parsed: Parsed,
 ) -> tuple[Found, Found]:
     """(the local history's operations, those of both histories)."""
-    ours = LOCAL_OPS.at(repo, where, local, where)
+    ours = LOCAL_OPS.at(repo, where, local)
     found = dict(ours)
     theirs = remote_only if remote_only is not None else list(repo.walk(remote, hide=local))
     add_ops(found, theirs, where, Op, parsed)
@@ -64,11 +64,11 @@ def _replay_of(repo: GitRepo, where: str, tip: str, found: Found) -> tuple[Repla
         made = kept[2].adding([op for op_id, (_, op) in found.items() if op_id not in kept[1]], where)
     else:
         made, fresh = Replay.of([op for _, op in found.values()], where), True
-    keep_replay(repo, where, tip, found, made)
+    _keep_replay(repo, where, tip, found, made)
     return made, fresh
 
 
-def keep_replay(repo: GitRepo, where: str, tip: str, found: Found, made: Replay) -> None:
+def _keep_replay(repo: GitRepo, where: str, tip: str, found: Found, made: Replay) -> None:
     key = (str(repo.common_dir), where)
     _REPLAYS.pop(key, None)
     _REPLAYS[key] = (tip, found, made)
@@ -130,7 +130,7 @@ def merge_job(
     total = result.applied + result.skipped
     message = f"merge {total} ops\n"
     tip = repo.commit(new_tree, [local, remote], message, (COMMITTER, f"{actor}@gitswarm"), result.state.updated)
-    keep_replay(repo, where, tip, found, made)  # the next local tip, once the caller moved the ref
+    _keep_replay(repo, where, tip, found, made)  # the next local tip, once the caller moved the ref
     changed = [result.tasks[p.rsplit("/", 1)[1]] for p in paths if p.startswith(layout.TASKS_FANS)]
     return Merged(tip=tip, state=result.state, tasks=changed)
 
@@ -148,7 +148,7 @@ def check_ahead(repo: GitRepo, job_id: str, ours: str, theirs: str, brought: lis
     ours_found, found = _both(repo, ours, theirs, where, brought, parsed)
     made = _replay_of(repo, where, ours, ours_found)[0].adding([op for op_id, (_, op) in found.items() if op_id not in ours_found], where)
     _check_records(repo, where, theirs, record_oids(repo, made.result))
-    keep_replay(repo, where, theirs, found, made)  # the next local tip, once the caller moved the ref
+    _keep_replay(repo, where, theirs, found, made)  # the next local tip, once the caller moved the ref
 
 
 def check_tip(repo: GitRepo, job_id: str, tip: str, commits: list[CommitInfo] | None = None, parsed: Parsed = NOTHING_PARSED) -> None:

@@ -88,8 +88,9 @@ class HistoryOps:
         self.keep = keep  # histories kept at most (the least recently used go first)
         self._kept: dict[tuple[str, str], tuple[str, Found]] = {}  # (repository, log) -> (tip, its ops)
 
-    def at(self, repo: GitRepo, log: str, tip: str, where: str) -> Found:
-        """Every operation reachable from `tip`, each once (the caller copies before adding to it)."""
+    def at(self, repo: GitRepo, log: str, tip: str) -> Found:
+        """Every operation reachable from `tip` of the log `log` (its ref, as errors name it), each once (the
+        caller copies before adding to it)."""
         key = (str(repo.common_dir), log)
         kept = self._kept.pop(key, None)
         if kept is not None and kept[0] == tip:
@@ -104,10 +105,10 @@ class HistoryOps:
             # The kept tip is in this history exactly when one of the commits since names it as a parent.
             if any(kept[0] in commit.parents for commit in new):
                 found = dict(kept[1])
-                add_ops(found, new, where, self.kind)
+                add_ops(found, new, log, self.kind)
         if found is None:
             found = {}
-            add_ops(found, repo.walk(tip), where, self.kind)
+            add_ops(found, repo.walk(tip), log, self.kind)
         self._kept[key] = (tip, found)
         while len(self._kept) > self.keep:
             self._kept.pop(next(iter(self._kept)))

@@ -49,7 +49,7 @@ class Intake:
 
     def __init__(
         self, repo: GitRepo, limits: PullLimits = PullLimits(), now: float | None = None, machines: frozenset[str] | None = None,
-        require_keys: bool = False,
+        require_keys: bool = False, made_here: frozenset[str] = frozenset(),
     ) -> None:
         self.repo = repo
         self.limits = limits
@@ -62,7 +62,7 @@ class Intake:
         # Commits this process built and signed itself (an offer the remote accepted, merged in after another
         # process here moved the ref): no input of anyone else's, so a history beyond ours of these alone is
         # not checked again.
-        self.made_here: frozenset[str] = frozenset()
+        self.made_here = made_here
 
     def charge(self, size: int, where: str, record: bool = True) -> None:
         if record and size > self.limits.max_record:
@@ -186,12 +186,12 @@ class Intake:
         keeps of it)."""
         if ours is None:
             return frozenset()
-        return frozenset(LOCAL_OPS.at(self.repo, where, ours, where))
+        return frozenset(LOCAL_OPS.at(self.repo, where, ours))
 
     def _task_ids(self, where: str, ours: str) -> frozenset[str]:
         """The tasks of the local job: those its job_created made (no operation adds one), read from the
         operations this process keeps of its history rather than from every fan of its tree."""
-        for _, op in LOCAL_OPS.at(self.repo, where, ours, where).values():
+        for _, op in LOCAL_OPS.at(self.repo, where, ours).values():
             if isinstance(op, JobCreated):
                 return frozenset(spec.id for spec in op.tasks)
         raise CorruptRecord(f"{where}: the local history holds no job_created")

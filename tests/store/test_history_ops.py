@@ -46,13 +46,13 @@ def repo(tmp_path: Path) -> GitRepo:
 def test_a_tip_moved_forward_is_read_from_the_commits_since(repo: GitRepo) -> None:
     kept = HistoryOps(Op)
     tip = commit(repo, [], [op(1)])
-    assert set(kept.at(repo, "job", tip, WHERE)) == {"op0001"}
+    assert set(kept.at(repo, WHERE, tip)) == {"op0001"}
     for n in range(2, 6):
         tip = commit(repo, [tip], [op(n)])
-    assert set(kept.at(repo, "job", tip, WHERE)) == {f"op{n:04d}" for n in range(1, 6)}
+    assert set(kept.at(repo, WHERE, tip)) == {f"op{n:04d}" for n in range(1, 6)}
     side = commit(repo, [tip], [op(9)])
     tip = commit(repo, [tip, side], [])  # a merge of another line
-    assert kept.at(repo, "job", tip, WHERE).keys() == walked(repo, tip).keys()
+    assert kept.at(repo, WHERE, tip).keys() == walked(repo, tip).keys()
 
 
 def test_a_tip_set_back_or_moved_aside_is_walked_anew(repo: GitRepo) -> None:
@@ -60,10 +60,10 @@ def test_a_tip_set_back_or_moved_aside_is_walked_anew(repo: GitRepo) -> None:
     root = commit(repo, [], [op(1)])
     a = commit(repo, [root], [op(2)])
     b = commit(repo, [a], [op(3)])
-    assert set(kept.at(repo, "job", b, WHERE)) == {"op0001", "op0002", "op0003"}
-    assert set(kept.at(repo, "job", a, WHERE)) == {"op0001", "op0002"}  # set back
+    assert set(kept.at(repo, WHERE, b)) == {"op0001", "op0002", "op0003"}
+    assert set(kept.at(repo, WHERE, a)) == {"op0001", "op0002"}  # set back
     sibling = commit(repo, [root], [op(4)])
-    assert set(kept.at(repo, "job", sibling, WHERE)) == {"op0001", "op0004"}  # aside: not holding a's
+    assert set(kept.at(repo, WHERE, sibling)) == {"op0001", "op0004"}  # aside: not holding a's
 
 
 def test_a_kept_tip_pruned_since_is_walked_anew(repo: GitRepo) -> None:
@@ -71,19 +71,19 @@ def test_a_kept_tip_pruned_since_is_walked_anew(repo: GitRepo) -> None:
     kept = HistoryOps(Op)
     root = commit(repo, [], [op(1)])
     gone = commit(repo, [root], [op(2)])
-    assert set(kept.at(repo, "job", gone, WHERE)) == {"op0001", "op0002"}
+    assert set(kept.at(repo, WHERE, gone)) == {"op0001", "op0002"}
     sibling = commit(repo, [root], [op(3)])
     (repo.common_dir / "objects" / gone[:2] / gone[2:]).unlink()
-    assert set(kept.at(repo, "job", sibling, WHERE)) == {"op0001", "op0003"}
+    assert set(kept.at(repo, WHERE, sibling)) == {"op0001", "op0003"}
 
 
 def test_an_op_recorded_twice_with_two_bodies_is_refused_when_brought_forward(repo: GitRepo) -> None:
     kept = HistoryOps(Op)
     tip = commit(repo, [], [op(1)])
-    kept.at(repo, "job", tip, WHERE)
+    kept.at(repo, WHERE, tip)
     forged = commit(repo, [tip], [op(1, body="b")])  # the same op id, another body
     with pytest.raises(CorruptRecord, match="two different bodies"):
-        kept.at(repo, "job", forged, WHERE)
+        kept.at(repo, WHERE, forged)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -107,5 +107,5 @@ def test_at_always_gives_the_walk_of_the_whole_history(steps: list[tuple[str, in
             elif step == "reset":
                 tip = commits[pick % len(commits)]
             commits.append(tip)
-            got = kept.at(repo, ("job", "other")[pick % 2], tip, WHERE)
+            got = kept.at(repo, (WHERE, WHERE + "-other")[pick % 2], tip)
             assert {k: v for k, (_, v) in got.items()} == walked(repo, tip)

@@ -290,11 +290,9 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
     claims: dict[str, list[tuple[str, str]]] = {}
     for ref, theirs in repo.list_refs(prefix + "claims/").items():
         claims.setdefault(shadowed_job(prefix, ref), []).append((ref, theirs))
-    here = str(repo.common_dir)
     for gone in [job for job in remembered_jobs(repo) if job not in claims]:  # jobs no machine claims in now
         forget(repo, gone)
     for job_id, tips in sorted(claims.items()):
-        key = (here, job_id)
         tip = repo.read_ref(layout.job_ref(job_id))
         if tip is None:  # a job ref gone (or not here yet) holds nothing: what comes back is merged anew
             forget(repo, job_id)
@@ -302,7 +300,7 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
         if (jobs is not None and job_id not in jobs) or job_id in report.invalid:
             continue
         try:
-            known = held_here(repo, key, tip)
+            known = held_here(repo, job_id, tip)
         except CorruptRecord as exc:  # the local ref names no commit: this job is refused, the others go on
             report.invalid[job_id] = str(exc)
             continue
@@ -333,8 +331,8 @@ def _integrate_claims(swarm: Swarm, intake: Intake, prefix: str, report: PullRep
 def integrate_tip(swarm: Swarm, job_id: str, theirs: str, machines: frozenset[str] | None = None) -> str:
     """Bring one commit this process built, which the remote accepted, into the live ref: fast-forward or
     merge (`work --remote`: another process here moved the ref meanwhile)."""
-    intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock(), machines, require_keys=True)
-    intake.made_here = frozenset({theirs})  # built and signed by this process: what it adds is not checked again
+    # Built and signed by this process: what it adds is not checked again as pulled input.
+    intake = Intake(swarm.repo, pull_limits(swarm), swarm.clock(), machines, require_keys=True, made_here=frozenset({theirs}))
     return apply_plan(swarm, intake, plan_tip(swarm, intake, job_id, theirs, incremental=True), incremental=True)
 
 

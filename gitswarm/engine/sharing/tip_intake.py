@@ -48,10 +48,11 @@ _HOLDS_ALL_READS = 256  # merge commits _merges_only reads back at most before i
 _WALKED: dict[tuple[str, str], str] = {}
 
 
-def held_here(repo: GitRepo, key: tuple[str, str], tip: str) -> set[str]:
+def held_here(repo: GitRepo, job_id: str, tip: str) -> set[str]:
     """_CONTAINED for the job, brought up to its local `tip` (the commits since the last walk added). A tip
     that does not hold the last one walked (the ref set back or remade by hand) starts the set anew.
     CorruptRecord when `tip` is not a commit."""
+    key = (str(repo.common_dir), job_id)
     known = _CONTAINED.setdefault(key, set())
     walked = _WALKED.get(key)
     if walked == tip:
@@ -111,7 +112,7 @@ def _plan_beyond(swarm: Swarm, intake: Intake, job_id: str, ours: str, theirs: s
     beyond it are walked and checked, no merge base is sought (each reads back through the whole history),
     and a fast-forward is checked from the kept replay of `ours` (job_merge.check_ahead)."""
     repo = swarm.repo
-    held = held_here(repo, (str(repo.common_dir), job_id), ours)
+    held = held_here(repo, job_id, ours)
     if theirs in held:
         return Plan(job_id, "unchanged", ours, theirs, theirs)
     brought, reached = commits_beyond(repo, theirs, held)

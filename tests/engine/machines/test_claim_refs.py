@@ -298,10 +298,8 @@ def test_workers_that_know_each_other_share_the_queue_out_and_take_each_others_t
     assert homes[0] == homes[1] == homes[2]  # one view of whose each task is
     assert sorted(set(homes[0])) == sorted(owners)
     assert all(homes[0].count(owner) > 60 for owner in owners)  # about a third each
-    queued = [row[0] for row in ledgers[0].index.db.execute("SELECT id FROM tasks WHERE job = ? AND state = 'queued'", (job,))]
-    assert queued
+    candidates = [(0, job, name) for name in names]  # the same stale view of the queue on every machine
     for ledger, owner in zip(ledgers, owners, strict=True):
-        pick = ledger._pick(clock(), job)
-        assert pick is not None and pick[1] in queued
-        own = [task for task in queued if ledger._home(job)(task) == owner]
-        assert pick[1] in own if own else True  # its own first; another's when it has none
+        assert homes[0][names.index(ledger._choose(candidates)[2])] == owner  # its own first
+    others = [row for row in candidates if homes[0][names.index(row[2])] != owners[0]]
+    assert ledgers[0]._choose(others) in others  # none of its own left: another's, rather than nothing

@@ -23,9 +23,7 @@ def test_the_set_follows_the_local_tip_forward_and_starts_anew_when_it_is_set_ba
     pygit2.init_repository(str(tmp_path))
     store = PygitRepo(tmp_path)
     a, b, c = chain(store, 3)
-    key = (str(store.common_dir), "job")
-    assert tip_intake.held_here(store, key, b) == {a, b}
-    assert tip_intake.held_here(store, key, c) == {a, b, c}  # only what c added was walked
-    assert tip_intake.held_here(store, key, a) == {a}  # the ref set back by hand: b and c are no longer held
-    tip_intake._CONTAINED.pop(key, None)
-    tip_intake._WALKED.pop(key, None)
+    assert tip_intake.held_here(store, "job", b) == {a, b}
+    assert tip_intake.held_here(store, "job", c) == {a, b, c}  # only what c added was walked
+    assert tip_intake.held_here(store, "job", a) == {a}  # the ref set back by hand: b and c are no longer held
+    tip_intake.forget(store, "job")
