@@ -208,8 +208,7 @@ class Ledger(LeaseEnds, LeaseFinish):
         few, so workers claiming at once spread over rows instead of queueing
         on one.
         """
-        query, params = self._claim_query(now, job_id, exclude, skip_jobs)
-        if not self.index.db.execute(query, params).fetchone():
+        if not self.claimable(now, job_id, exclude, skip_jobs):
             return None  # nothing to claim: no need to take the write lock
         group = self.group
         if group is None or job_id is None:
@@ -229,6 +228,13 @@ class Ledger(LeaseEnds, LeaseFinish):
                 pick = batch.picks.get(OWN)
                 return None if pick is None else granted_lease(snapshot, change, pick[1], owner, now + ttl)
         return None if answer.tip is None else self._claimed(self.refs.snapshot(job_id, answer.tip), own.ask, answer)
+
+    def claimable(
+        self, now: float, job_id: str | None, exclude: frozenset[str] = frozenset(), skip_jobs: frozenset[str] = frozenset()
+    ) -> bool:
+        """Whether a claim now would find a task (as the index has it), without taking the write lock."""
+        query, params = self._claim_query(now, job_id, exclude, skip_jobs)
+        return self.index.db.execute(query, params).fetchone() is not None
 
     def _claim_query(
         self, now: float, job_id: str | None, exclude: frozenset[str] = frozenset(), skip_jobs: frozenset[str] = frozenset()

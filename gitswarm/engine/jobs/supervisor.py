@@ -1,7 +1,10 @@
 """The supervisor: keep N worker processes busy until the job (or the queue) is done.
 
 Workers are forked processes that loop claim → run → finish on their own.
-The supervisor reaps them: a worker that died has its adapter's process
+A local run starts as many as the machine has cores (at most N), and the
+rest of its N once every worker holds a task and another is queued: tasks
+shorter than a poll never wait for one, and a worker forked for them would
+only take cores from the others. The supervisor reaps them: a worker that died has its adapter's process
 group killed and its leases expired at once, and is replaced while work
 remains; one killed by a signal uses no attempt, one that failed with an
 exit code of its own does. At its start and at every poll it also releases
@@ -57,6 +60,14 @@ STOPPED_BY_BYTES = 1024
 _fork = multiprocessing.get_context("fork")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def exit_cause(owner: str, process: BaseProcess) -> tuple[str, bool]:
     """Why a reaped worker's leases end, and whether its attempt counts: killed by a signal (kill -9, the
     OOM killer) or stopped is no failure of the task's; an exit code of its own is gitswarm failing under
@@ -104,6 +115,9 @@ class Supervisor:
         # Where the workers post finishes and claims for each other to write (on this repository alone).
         self.group = Slots(options.workers, _fork) if options.remote is None else None
         self.remote_state: RemoteState | None = None
+        # The workers to keep: all N with a remote (each claim waits on a push), else as many as there are cores
+        # until every one holds a task with more queued (_more_wanted).
+        self.wanted = options.workers if options.remote is not None else min(options.workers, usable_cores())
         self.push_problem = ""
         self.races_said = 0  # lost races said so far (`remote` events with `what` "race")
         if options.remote is not None:
@@ -158,7 +172,7 @@ class Supervisor:
                     with contextlib.suppress(sqlite3.DatabaseError):  # the first poll recovers the index, and does it
                         self._end_leases()
                 codec.prepare(Job, JobState, Task)  # once, before the fork: not in every worker's first step
-                for _ in range(self.options.workers):
+                for _ in range(self.wanted):
                     self._start_worker()
                 self._supervise()
                 finished = True
@@ -185,6 +199,8 @@ class Supervisor:
                     self._remote_events()
                 self._report()
                 done = is_done(self.swarm, self.options)
+                if not done and self._more_wanted():
+                    self.wanted = self.options.workers
             except sqlite3.DatabaseError as exc:
                 self.guard.recover(exc)
                 continue
@@ -194,7 +210,7 @@ class Supervisor:
                 if not any(p.is_alive() for p in self.workers.values()):
                     return
             else:
-                while len(self.workers) < self.options.workers:  # replace the workers that died
+                while len(self.workers) < self.wanted:  # replace the workers that died, start the ones now wanted
                     self._start_worker()
             # Wake early when a worker exits: the last one out ends the run. Its pipe closes before the kernel
             # has it exited: wait for that (a moment) rather than poll again and again meanwhile.
@@ -203,6 +219,15 @@ class Supervisor:
                 if process.sentinel in exiting:
                     process.join(POLL_SECONDS)
         raise Terminated("terminated by SIGTERM: workers stopped, their tasks requeued")
+
+    def _more_wanted(self) -> bool:
+        """Start the rest of the N workers: every one started holds a task, and another task could be claimed."""
+        if self.wanted >= self.options.workers or not self.workers:
+            return False
+        if self.swarm.index.owners_holding(self.workers) != set(self.workers):
+            return False
+        worker = self.options.worker
+        return self.swarm.ledger.claimable(self.swarm.clock(), self.options.job, worker.exclude, worker.skip_jobs)
 
     @contextlib.contextmanager
     def _sigterm_stops(self) -> Iterator[None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Collection
 from typing import NamedTuple
 
 import msgspec
@@ -232,6 +233,12 @@ class IndexQueries:
     def leases(self) -> list[LeaseRow]:
         rows = self.db.execute("SELECT job, task, owner, token, expires FROM leases ORDER BY job, task")
         return list(map(LeaseRow._make, rows))
+
+    def owners_holding(self, owners: Collection[str]) -> set[str]:
+        """Which of `owners` hold a lease now."""
+        names = list(owners)
+        query = f"SELECT DISTINCT owner FROM leases WHERE owner IN ({','.join('?' * len(names))})"
+        return {row[0] for row in self.db.execute(query, names)} if names else set()
 
     def held_by_processes(self) -> list[HolderRow]:
         """Every lease whose holder process is known (a holder that does not decode is as good as unknown)."""

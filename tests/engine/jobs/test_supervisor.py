@@ -347,3 +347,45 @@ class SharedInt:
     """Stands in for the multiprocessing.Value the supervisor shares with a worker."""
 
     value = 0
+
+
+def _on_one_core() -> None:
+    """A child's preexec_fn: run on one core only (the supervisor sees one: usable_cores)."""
+    interruptible()
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def _run_on_one_core(repo: Path, tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    err = tmp_path / "one-core.err"
+    with open(err, "wb") as e:
+        proc = subprocess.Popen([GITSWARM, *args], cwd=repo, stdout=subprocess.DEVNULL, stderr=e, start_new_session=True,
+                                preexec_fn=_on_one_core)
+    return proc, err
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity (Linux)")
+def test_on_one_core_a_lone_task_gets_one_worker_not_all_n(repo: Path, tmp_path: Path) -> None:
+    """-j is at most N: with one core and nothing else claimable, no other worker is forked to wait."""
+    (repo / "spec.toml").write_text(spec_text('id = "slow"\ncommand = "sleep 1"'))
+    proc, err = _run_on_one_core(repo, tmp_path, "--json", "run", "spec.toml", "-j", "4")
+    try:
+        wait_for(lambda: children(proc.pid), 10, "the first worker")
+        time.sleep(0.5)  # ten polls of the supervisor, the task running all along
+        assert len(children(proc.pid)) == 1
+    finally:
+        code = finish(proc, 30)
+    assert code == 0, err.read_text()[-1500:]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity (Linux)")
+def test_on_one_core_the_rest_of_n_start_once_every_worker_holds_a_task(repo: Path, tmp_path: Path) -> None:
+    """Three tasks of a second with -j 3 on one core still run side by side: the first worker holds one, two more
+    are queued, so the supervisor starts the other two at its next poll."""
+    tasks = [f'id = "t{n}"\ncommand = "echo $PPID >> {tmp_path}/pids; sleep 1"' for n in range(3)]
+    (repo / "spec.toml").write_text(spec_text(*tasks))
+    started = time.monotonic()
+    proc, err = _run_on_one_core(repo, tmp_path, "--json", "run", "spec.toml", "-j", "3")
+    code = finish(proc, 30)
+    assert code == 0, err.read_text()[-1500:]
+    assert time.monotonic() - started < 2.5  # one after the other they take 3 s
+    assert len(set(read_pids(tmp_path / "pids"))) == 3  # each run by a worker of its own ($PPID: the worker)
