@@ -13,33 +13,30 @@ nothing and never decoded.
 
 from __future__ import annotations
 
-import ctypes
 import pickle
 import zlib
-from typing import TYPE_CHECKING, Any
 
 from gitswarm.store.group_commit import Answer, Posted
-
-if TYPE_CHECKING:
-    from multiprocessing.context import BaseContext
+from gitswarm.store.shared_memory import SharedRegion
 
 EMPTY, POSTED, TAKEN, ANSWERED = 0, 1, 2, 3
 SLOT_BYTES = 64 * 1024  # a finish that does not fit (a very large result) is written by its worker
 
 
 class Slots:
-    """One slot per worker of a supervisor, in shared memory; made before the workers are forked."""
+    """One slot per worker of a supervisor, in shared memory; made before the workers are forked.
 
-    def __init__(self, count: int, context: BaseContext) -> None:
+    The region holds `count` flags, then `count` sizes, then `count` CRC-32s (4 bytes each), then the slots' data.
+    """
+
+    def __init__(self, count: int) -> None:
         self.count = count
-        self._flags: Any = context.RawArray(ctypes.c_int, count)
-        self._sizes: Any = context.RawArray(ctypes.c_int, count)
-        self._sums: Any = context.RawArray(ctypes.c_uint, count)
-        self._data: Any = context.RawArray(ctypes.c_char, count * SLOT_BYTES)
+        self._region = SharedRegion(12 * count + count * SLOT_BYTES)
+        self._data = 12 * count
 
     def clear(self, slot: int) -> None:
         """Empty a slot for a new worker (its last one may have died with something posted)."""
-        self._flags[slot] = EMPTY
+        self.mark(slot, EMPTY)
 
     def seat(self, slot: int) -> Seat:
         return Seat(self, slot)
@@ -49,25 +46,27 @@ class Slots:
         payload = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
         if len(payload) > SLOT_BYTES:
             return False
-        ctypes.memmove(ctypes.addressof(self._data) + slot * SLOT_BYTES, payload, len(payload))
-        self._sizes[slot] = len(payload)
-        self._sums[slot] = zlib.crc32(payload)
-        self._flags[slot] = flag
+        region = self._region
+        region.write(self._data + slot * SLOT_BYTES, payload)
+        region.set_int(4 * (self.count + slot), len(payload))
+        region.set_unsigned(4 * (2 * self.count + slot), zlib.crc32(payload))
+        self.mark(slot, flag)
         return True
 
     def flag(self, slot: int) -> int:
-        return int(self._flags[slot])
+        return self._region.int_at(4 * slot)
 
     def mark(self, slot: int, flag: int) -> None:
-        self._flags[slot] = flag
+        self._region.set_int(4 * slot, flag)
 
     def read(self, slot: int) -> Posted | Answer | None:
         """What the slot holds; None when a racing write tore it."""
-        size = self._sizes[slot]
+        region = self._region
+        size = region.int_at(4 * (self.count + slot))
         if not 0 < size <= SLOT_BYTES:
             return None
-        payload = ctypes.string_at(ctypes.addressof(self._data) + slot * SLOT_BYTES, size)
-        if zlib.crc32(payload) != self._sums[slot]:
+        payload = region.read(self._data + slot * SLOT_BYTES, size)
+        if zlib.crc32(payload) != region.unsigned_at(4 * (2 * self.count + slot)):
             return None
         found = pickle.loads(payload)  # (bytes this run's own processes wrote, checked whole)
         return found if isinstance(found, (Posted, Answer)) else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sqlite3
 import threading
 import time
@@ -28,8 +27,6 @@ from gitswarm.store.lease_finish import NothingToWrite
 from gitswarm.store.leases import Ask, Lease, Result
 from tests.conftest import cli, git, ok, spec_text
 
-FORK = multiprocessing.get_context("fork")
-
 
 def other_holder() -> Holder:
     """A holder that is not this process: the claim made for a worker must name that worker's."""
@@ -49,7 +46,7 @@ def ops_by_commit(repo: Path, job: str) -> list[list[object]]:
 def pair(repo: Path) -> Iterator[tuple[Swarm, Swarm, Slots, str]]:
     """Two workers' ledgers on one repository, seated in one supervisor's slots, and a job of six tasks."""
     a, b = Swarm(repo), Swarm(repo)
-    slots = Slots(2, FORK)
+    slots = Slots(2)
     a.ledger.group, b.ledger.group = slots.seat(0), slots.seat(1)
     job = a.submit_text(spec_text(*(f'id = "t{i}"\ncommand = "true"' for i in range(6))))
     b.index.refresh(b.refs)
@@ -119,7 +116,7 @@ def test_a_worker_waiting_on_the_lock_finds_its_finish_written_and_goes_on(pair,
     with a.index.write_lock():  # a holds the lock: b posts, then waits for it
         go.set()
         deadline = time.monotonic() + 10
-        while slots._flags[1] != POSTED:
+        while slots.flag(1) != POSTED:
             assert time.monotonic() < deadline, "b never posted its finish"
             time.sleep(0.001)
         a.ledger.finish_and_claim(lease_a, Result(True), now + 1, Ask("a", 30, job))
@@ -128,7 +125,7 @@ def test_a_worker_waiting_on_the_lock_finds_its_finish_written_and_goes_on(pair,
     assert task_b.state.value == "succeeded" and next_b is not None and next_b.owner == "b"
     last = ops_by_commit(repo, job)[-1]
     assert sorted(op.task for op in last if isinstance(op, TaskFinished)) == sorted([lease_a.task, task_b.id])
-    assert slots._flags[1] == 0
+    assert slots.flag(1) == 0
 
 
 def test_a_posted_finish_whose_lease_ran_out_is_refused_and_stops_no_other(pair, repo: Path) -> None:
@@ -155,7 +152,7 @@ def test_a_finish_posted_for_another_job_is_left_for_its_worker(pair, repo: Path
     lease_b = b.ledger.claim("b", 30, now, job_id=other)
     assert b.ledger.group.post(Posted(lease_b, Result(True), now, Ask("b", 30, other), other_holder()))
     a.ledger.finish_and_claim(lease_a, Result(True), now, Ask("a", 30, job))
-    assert slots._flags[1] == POSTED  # not taken
+    assert slots.flag(1) == POSTED  # not taken
     assert b.ledger.group.withdraw(of(lease_b)) is None  # so b writes it itself
     task_b, _ = b.ledger.finish_and_claim(lease_b, Result(True), now, Ask("b", 30, other))
     assert task_b.state.value == "succeeded"
@@ -223,7 +220,7 @@ def test_a_write_that_fails_after_the_ref_moved_answers_nobody(pair, repo: Path,
 def test_a_budget_spent_in_a_batch_stops_the_job_and_the_later_claims(repo: Path) -> None:
     a, b = Swarm(repo), Swarm(repo)
     try:
-        slots = Slots(2, FORK)
+        slots = Slots(2)
         a.ledger.group, b.ledger.group = slots.seat(0), slots.seat(1)
         spec = 'goal = "g"\n[budget]\nmax_attempts = 2\n' + "".join(f'[[tasks]]\nid = "t{i}"\ncommand = "true"\n' for i in range(4))
         job = a.submit_text(spec)
@@ -270,7 +267,7 @@ class SlotsProtocol(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.slots = Slots(3, FORK)
+        self.slots = Slots(3)
         self.seats = [self.slots.seat(i) for i in range(3)]
         self.state: dict[int, tuple[str, Lease | None]] = {i: ("empty", None) for i in range(3)}  # the model
         self.waiting: dict[int, Lease] = {}  # slot -> the finish its worker posted and waits with
