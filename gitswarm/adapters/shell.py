@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 from gitswarm.adapters.base import BlobWriter, Invocation, Outcome, RunContext, captured
-from gitswarm.adapters.endpoint import sandboxed
 from gitswarm.adapters.process import ProcessResult
 from gitswarm.model.artifacts import Check
 from gitswarm.model.errors import BadInput
@@ -36,6 +35,8 @@ class ShellAdapter:
         if box is None:
             return Invocation(argv=argv, cwd=Path(cwd), env=env, timeout=task.timeout)
         # A check in its sandbox ([sandbox] checks, docs/sandbox.md); with network endpoint, behind its proxy.
+        from gitswarm.adapters.endpoint import sandboxed  # deferred: an unsandboxed run never loads the proxy (~1 ms)
+
         wrapped = sandboxed(box, argv, Path(cwd), env, ctx.base_env.get("HOME"))
         argv, env = wrapped.argv, wrapped.env
         env["HOME"] = SANDBOX_HOME  # the real one is hidden and read-only: a home in the run's own /tmp

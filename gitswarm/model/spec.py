@@ -6,7 +6,6 @@ id syntax, duplicate ids, unknown dependencies and dependency cycles.
 
 from __future__ import annotations
 
-import difflib
 import math
 import posixpath
 import re
@@ -210,6 +209,8 @@ def _unknown_field(name: str, path: str, source: str) -> str:
     unless the spec came from no file; else the fields known there)."""
     table = _TABLES[path.split(".")[-1].split("[")[0] if path else ""]
     known = list(table.__struct_fields__)
+    import difflib  # deferred: only a misspelled field needs it, and every run parses a spec (~1 ms of start-up)
+
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean `{close[0]}`?" if close else f" (known: {', '.join(known)})"
     where = [source] if source != "spec" else []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 from pathlib import Path
 
@@ -32,6 +31,8 @@ def person(repo_dir: Path) -> str:
         ident = ""
     if ident:
         return ident.rsplit(" ", 2)[0]
+    import getpass  # deferred: only a repository with no author identity gets here
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no login name for this uid (a container)
