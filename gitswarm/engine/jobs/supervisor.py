@@ -4,7 +4,9 @@ Workers are forked processes that loop claim → run → finish on their own.
 A local run starts as many as the machine has cores (at most N), and the
 rest of its N once every worker holds a task and another is queued: tasks
 shorter than a poll never wait for one, and a worker forked for them would
-only take cores from the others. The supervisor reaps them: a worker that died has its adapter's process
+only take cores from the others.
+
+The supervisor reaps them: a worker that died has its adapter's process
 group killed and its leases expired at once, and is replaced while work
 remains; one killed by a signal uses no attempt, one that failed with an
 exit code of its own does. At its start and at every poll it also releases
