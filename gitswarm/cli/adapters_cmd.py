@@ -34,7 +34,7 @@ def adapters_list(ctx: typer.Context) -> None:
 @adapters_app.command("check")
 def adapters_check(
     ctx: typer.Context,
-    name: Annotated[str | None, typer.Argument(help="One adapter; default: every adapter whose executable is found.")] = None,
+    name: Annotated[str | None, typer.Argument(metavar="[ADAPTER]", help="One adapter; default: every adapter whose executable is found.")] = None,
 ) -> None:
     """Prove the executable runs and accepts every flag its spec uses; exit 1 if one does not. Warns (exit
     unchanged) about a spec that names models but passes no {model} to its CLI."""

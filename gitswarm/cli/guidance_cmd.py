@@ -17,7 +17,7 @@ from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 def follow_up(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(metavar="PATCH|JOB/TASK", help="A patch id (prefix), or the finished implement task.")],
-    instruction: Annotated[str, typer.Argument(help="What to do now.")],
+    instruction: Annotated[str, typer.Argument(metavar="INSTRUCTION", help="What to do now.")],
     resume_session: Annotated[
         bool, typer.Option("--resume-session", help="Resume the agent's own session (adapters that can); default: a fresh one.")
     ] = False,
@@ -46,7 +46,7 @@ def follow_up(
 def steer(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(metavar="JOB[/TASK]", help="A task (its next attempt or repair round), or a job (its next task to start).")],
-    text: Annotated[str, typer.Argument(help="The guidance.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The guidance.")],
 ) -> None:
     """Record guidance, delivered once at the task's next safe point (log shows when and to which attempt)."""
     from gitswarm.engine.jobs.steering import steer as record  # deferred: see the note in app.py

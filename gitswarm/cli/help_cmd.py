@@ -36,6 +36,6 @@ def help_(
     print(here.get_help())
 
 
-def completion(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.")], ctx: typer.Context) -> None:
+def completion(shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.")], ctx: typer.Context) -> None:
     """Print a completion script for SHELL (load it with eval, or save it where the shell looks); nothing is installed."""
     print(script(shell.value, ctx.find_root().command), end="")

@@ -25,7 +25,7 @@ def init(ctx: typer.Context) -> None:
 
 def submit(
     ctx: typer.Context,
-    spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")],
+    spec: Annotated[Path, typer.Argument(metavar="SPEC", help="Job spec (TOML).")],
     approve: ApproveOption = False,
     allow_overlap: OverlapOption = False,
     remote: RemoteOption = None,

@@ -78,7 +78,9 @@ class LiveView:
         elif kind == "submitted":
             self.note = f"job {escape(event['job'])}"
         elif kind == "start":
-            self.note = f"{event['workers']} workers" + (f" on job {escape(event['job'])}" if event.get("job") else "")
+            count = event["workers"]  # -j: at most that many run at once (engine/jobs/supervisor.py starts them as needed)
+            workers = "1 worker" if count == 1 else f"up to {count} workers"
+            self.note = workers + (f" on job {escape(event['job'])}" if event.get("job") else "")
         elif kind == "remote":  # work --remote: say what the machine waits for while the remote does not answer
             if event.get("what") == "race":
                 pass  # lost races are no trouble: the count is in --json, and the next claim went to another task

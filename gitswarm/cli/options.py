@@ -10,7 +10,7 @@ ApproveOption = Annotated[bool, typer.Option("--approve", help="Approve tasks th
 OverlapOption = Annotated[
     bool, typer.Option("--allow-overlap", help="Submit implement tasks that may run at once and touch the same files.")
 ]
-JobArg = Annotated[str, typer.Argument(help="Job id or prefix.")]
+JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Job id or prefix.")]
 RemoteOption = Annotated[
     str | None, typer.Option("--remote", metavar="REMOTE", help="Coordinate through this git remote: it decides every claim (docs/many-machines.md).")
 ]

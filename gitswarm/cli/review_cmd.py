@@ -17,7 +17,7 @@ hooks_app = group("Git hooks that trigger audits.")
 
 def audit(
     ctx: typer.Context,
-    rev: Annotated[str, typer.Argument(help="The commit to audit.")] = "HEAD",
+    rev: Annotated[str, typer.Argument(metavar="[REV]", help="The commit to audit.")] = "HEAD",
     check: Annotated[list[str] | None, typer.Option("--check", help="A check command (repeatable); default: [audit] checks of .gitswarm.toml.")] = None,
     adapter: Annotated[str | None, typer.Option("--adapter", help="An auditor adapter; default: [audit] auditor.")] = None,
 ) -> None:
@@ -75,8 +75,8 @@ def hooks_uninstall(ctx: typer.Context) -> None:
 @hooks_app.command("run", hidden=True)
 def hooks_run(
     ctx: typer.Context,
-    hook: Annotated[str, typer.Argument(help="post-commit or pre-push")],
-    args: Annotated[list[str] | None, typer.Argument(help="What git passed the hook.")] = None,
+    hook: Annotated[str, typer.Argument(metavar="HOOK", help="post-commit or pre-push")],
+    args: Annotated[list[str] | None, typer.Argument(metavar="[ARGS]...", help="What git passed the hook.")] = None,
 ) -> None:
     """What the shims call."""
     from gitswarm.engine.sharing import hooks  # deferred: see the note in app.py

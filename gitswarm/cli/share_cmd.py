@@ -11,7 +11,7 @@ from gitswarm.model.errors import EXIT_FAILED
 
 # No `from __future__ import annotations`: typer reads these annotations at start-up.
 
-RemoteArg = Annotated[str, typer.Argument(help="A remote name, URL or path.")]
+RemoteArg = Annotated[str, typer.Argument(metavar="REMOTE", help="A remote name, URL or path.")]
 
 
 def _pull_text(d: dict) -> str:

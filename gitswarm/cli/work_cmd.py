@@ -27,7 +27,7 @@ SkewOption = Annotated[
 
 def run(
     ctx: typer.Context,
-    spec: Annotated[Path, typer.Argument(help="Job spec (TOML).")],
+    spec: Annotated[Path, typer.Argument(metavar="SPEC", help="Job spec (TOML).")],
     jobs: JobsOption = DEFAULT_WORKERS,
     lease: LeaseOption = DEFAULT_LEASE_SECONDS,
     output_cap: CapOption = DEFAULT_OUTPUT_CAP,
@@ -87,7 +87,7 @@ def work(
 
 def delegate(
     ctx: typer.Context,
-    instruction: Annotated[str, typer.Argument(help="What the agent should do.")],
+    instruction: Annotated[str, typer.Argument(metavar="INSTRUCTION", help="What the agent should do.")],
     adapter: Annotated[str, typer.Option("--adapter", help="The agent to delegate to.")],
     check: Annotated[
         list[str] | None, typer.Option("--check", help="A command that must pass on the patch; repeatable (default: [audit] checks).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import click
 import pytest
 
 from gitswarm.cli.full import command
@@ -65,3 +67,18 @@ def test_the_wheel_carries_the_pages(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for page in ("git-swarm.1", "gitswarm.1"):
         assert any(n.endswith(f".data/data/share/man/man1/{page}") for n in names), names
+
+
+def test_every_usage_line_names_its_arguments_as_the_manual_does() -> None:
+    """`Usage: gitswarm run [OPTIONS] {SPEC}`: each argument in capitals, as docs/cli.md writes it, never typer's
+    default of the parameter's own name (`{spec}`, `{job}`), which a newcomer reads as a literal to type."""
+    root = command()
+    lowercase = []
+    for path in command_paths(root):
+        sub = root
+        for name in path.split():
+            sub = sub.commands[name]
+        ctx = click.Context(sub, info_name=path)
+        pieces = [piece for piece in sub.collect_usage_pieces(ctx) if piece != "[OPTIONS]"]
+        lowercase += [f"{path}: {piece}" for piece in pieces if re.search(r"[a-z]", piece)]
+    assert lowercase == []

@@ -133,3 +133,13 @@ def test_escapes() -> None:
     assert escape("plain ascii, é, 😀, \\x1b") == "plain ascii, é, 😀, \\x1b"
     encoded = json_safe(json.dumps({"k": text}, ensure_ascii=False))
     assert all(c not in encoded for c in RAW) and json.loads(encoded) == {"k": text}
+
+
+def test_the_live_view_says_at_most_how_many_workers_run() -> None:
+    """-j N is a bound: a local run starts as many workers as the machine has cores, the rest as they are needed."""
+    screen = Console(file=io.StringIO(), width=200, color_system=None)
+    for workers, said in ((4, "up to 4 workers on job j"), (1, "1 worker on job j")):
+        view = LiveView()
+        view({"event": "start", "job": "j", "workers": workers})
+        screen.print(view.render())
+        assert said in screen.file.getvalue()  # type: ignore[attr-defined]
