@@ -17,7 +17,7 @@ from gitswarm.model.limits import DEFAULT_LEASE_SECONDS, DEFAULT_OUTPUT_CAP
 # The engine modules these commands run (multiprocessing, worktrees, ...) are imported
 # when they run: every other command, `status` first, must not pay for them at start-up.
 
-JobsOption = Annotated[int, typer.Option("-j", "--jobs", help="Worker processes to keep busy, at most (more start as the ones running each hold a task).")]
+JobsOption = Annotated[int, typer.Option("-j", "--jobs", help="Worker processes to keep busy, at most: a local run starts one per core, the rest once those each hold a task.")]
 LeaseOption = Annotated[float, typer.Option("--lease", help="Lease length in seconds; renewed every third of it.")]
 CapOption = Annotated[int, typer.Option("--output-cap", help="Bytes of stdout/stderr kept per run; the rest is counted.")]
 SkewOption = Annotated[

@@ -117,7 +117,8 @@ class Supervisor:
         self.since = 0.0 if options.job else swarm.clock()
         self.path = str(swarm.repo.workdir or swarm.repo.common_dir)
         self.done = _fork.Event()
-        self.stopped_by = SharedBytes(STOPPED_BY_BYTES)  # why a worker stopped the run (a full disk): .value, bytes
+        # Each worker's own buffer for why it stopped the run (a full disk): read once it exited, never written by two.
+        self.stopped_by: dict[str, SharedBytes] = {}
         self.guard = IndexGuard(swarm.ledger)
         self.terminated = False  # set by SIGTERM; the next poll stops the run
         self.ledger = swarm.ledger
@@ -145,7 +146,7 @@ class Supervisor:
         owner = f"w-{new_id()[-8:]}"
         if self.options.remote is not None:  # seen by every machine: say whose worker it is
             owner = remote_work_module().machine_owner(self.swarm.actor, owner)
-        pgid = SharedInt()
+        pgid, stopped_by = SharedInt(), SharedBytes(STOPPED_BY_BYTES)
         slot = min(set(range(self.options.workers)) - set(self.slots.values()))
         self.slots[owner] = slot
         crew = group = None
@@ -155,7 +156,7 @@ class Supervisor:
         if self.group is not None:
             self.group.clear(slot)
             group = self.group.seat(slot)
-        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, self.stopped_by, group)
+        args = (self.path, owner, self.options, pgid, self.done, os.getpid(), crew, stopped_by, group)
         process = _fork.Process(target=worker_main, args=args, name=owner, daemon=False)
         # Frozen, what exists at the fork is never walked by the worker's collector: its pages stay shared with this
         # process instead of being copied (less work per worker). This process unfreezes its own at once.
@@ -166,6 +167,7 @@ class Supervisor:
             gc.unfreeze()
         self.workers[owner] = process
         self.adapter_pgids[owner] = pgid
+        self.stopped_by[owner] = stopped_by
 
     def run(self) -> set[str]:
         """Work until done; the jobs whose tasks changed meanwhile.
@@ -266,11 +268,13 @@ class Supervisor:
             requeued = self.release(owner, why, attempt_used)  # should the index fail here, the next poll releases it again
             del self.workers[owner]
             del self.slots[owner]
+            stopped_by = self.stopped_by.pop(owner)
             if process.exitcode != 0 or requeued:
                 self.on_event({"event": "worker_exit", "worker": owner, "code": process.exitcode, "requeued": requeued,
                                "why": why, "attempt_used": attempt_used})
             if process.exitcode == EXIT_DISK_FULL:  # every other worker would meet it too: stop, release, say it
-                raise DiskFull(self.stopped_by.value.decode(errors="surrogateescape") or f"disk full under {self.swarm.common_dir}")
+                said = stopped_by.value.decode(errors="surrogateescape")
+                raise DiskFull(said or f"disk full under {self.swarm.common_dir}")
 
     def release(self, owner: str, why: str | None = None, attempt_used: bool = False) -> list[str]:
         """A worker is gone: kill the adapter it left running and requeue its tasks (`why`; by default, it was
@@ -309,6 +313,7 @@ class Supervisor:
                 self.release(owner)
         self.workers.clear()
         self.slots.clear()
+        self.stopped_by.clear()
 
     def _remote_events(self) -> None:
         """Say when the remote stops or starts answering, and which leases were expired elsewhere's."""
