@@ -21,18 +21,19 @@ from gitswarm.store.shared_memory import SharedRegion
 
 EMPTY, POSTED, TAKEN, ANSWERED = 0, 1, 2, 3
 SLOT_BYTES = 64 * 1024  # a finish that does not fit (a very large result) is written by its worker
+_FLAG, _SIZE, _SUM, _HEADER = 0, 4, 8, 12  # a slot's header: offsets of its words, and its length
 
 
 class Slots:
     """One slot per worker of a supervisor, in shared memory; made before the workers are forked.
 
-    The region holds `count` flags, then `count` sizes, then `count` CRC-32s (4 bytes each), then the slots' data.
+    Each slot has a header of three 4-byte words (its flag, the size of what it holds, that data's CRC-32),
+    all headers first, then each slot's data.
     """
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self._region = SharedRegion(12 * count + count * SLOT_BYTES)
-        self._data = 12 * count
+        self._region = SharedRegion(count * (_HEADER + SLOT_BYTES))
 
     def clear(self, slot: int) -> None:
         """Empty a slot for a new worker (its last one may have died with something posted)."""
@@ -46,30 +47,33 @@ class Slots:
         payload = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
         if len(payload) > SLOT_BYTES:
             return False
-        region = self._region
-        region.write(self._data + slot * SLOT_BYTES, payload)
-        region.set_int(4 * (self.count + slot), len(payload))
-        region.set_unsigned(4 * (2 * self.count + slot), zlib.crc32(payload))
+        region, header = self._region, slot * _HEADER
+        region.write(self._data(slot), payload)
+        region.set_word(header + _SIZE, len(payload))
+        region.set_word(header + _SUM, zlib.crc32(payload))
         self.mark(slot, flag)
         return True
 
     def flag(self, slot: int) -> int:
-        return self._region.int_at(4 * slot)
+        return self._region.word(slot * _HEADER + _FLAG)
 
     def mark(self, slot: int, flag: int) -> None:
-        self._region.set_int(4 * slot, flag)
+        self._region.set_word(slot * _HEADER + _FLAG, flag)
 
     def read(self, slot: int) -> Posted | Answer | None:
         """What the slot holds; None when a racing write tore it."""
-        region = self._region
-        size = region.int_at(4 * (self.count + slot))
+        region, header = self._region, slot * _HEADER
+        size = region.word(header + _SIZE)
         if not 0 < size <= SLOT_BYTES:
             return None
-        payload = region.read(self._data + slot * SLOT_BYTES, size)
-        if zlib.crc32(payload) != region.unsigned_at(4 * (2 * self.count + slot)):
+        payload = region.read(self._data(slot), size)
+        if zlib.crc32(payload) != region.word(header + _SUM):
             return None
         found = pickle.loads(payload)  # (bytes this run's own processes wrote, checked whole)
         return found if isinstance(found, (Posted, Answer)) else None
+
+    def _data(self, slot: int) -> int:
+        return self.count * _HEADER + slot * SLOT_BYTES
 
 
 class Seat:

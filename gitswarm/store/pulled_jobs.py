@@ -77,12 +77,12 @@ class Intake:
         commits, parents first, when the caller walked them already (store/oplog.py, commits_beyond)."""
         repo, where = self.repo, layout.job_ref(job_id)
         self.parsed = {}  # one job's at a time: a pull of thousands of jobs need not hold them all
+        commits = walked if walked is not None else list(repo.walk(theirs, hide=ours))
+        if ours is not None and commits and all(commit.oid in self.made_here for commit in commits):
+            return commits  # before the local job is read: none of it is needed
         local = Snapshot(repo, job_id, ours) if ours is not None else None
         task_ids: frozenset[str] | None = self._task_ids(where, ours) if ours is not None else None
         job_blob = repo.tree_entry(local.tree, layout.JOB_PATH) if local is not None else None
-        commits = walked if walked is not None else list(repo.walk(theirs, hide=ours))
-        if ours is not None and commits and all(commit.oid in self.made_here for commit in commits):
-            return commits
         for commit in commits:
             at = f"{where}@{commit.oid[:12]}"
             self.charge(len(commit.message.encode()), at)

@@ -14,6 +14,7 @@ import mmap
 import struct
 
 _INT = struct.Struct("=i")
+_WORD = struct.Struct("=I")
 
 
 class SharedInt:
@@ -58,22 +59,17 @@ class SharedBytes:
 
 
 class SharedRegion:
-    """Raw shared bytes for a layout of one's own (store/group_slots.py): ints by index, byte ranges by offset."""
+    """Raw shared bytes for a layout of one's own (store/group_slots.py): 4-byte unsigned words and byte ranges,
+    by offset."""
 
     def __init__(self, size: int) -> None:
         self.map = mmap.mmap(-1, size)
 
-    def int_at(self, offset: int) -> int:
-        return int(_INT.unpack_from(self.map, offset)[0])
+    def word(self, offset: int) -> int:
+        return int(_WORD.unpack_from(self.map, offset)[0])
 
-    def set_int(self, offset: int, value: int) -> None:
-        _INT.pack_into(self.map, offset, value)
-
-    def unsigned_at(self, offset: int) -> int:
-        return int(struct.unpack_from("=I", self.map, offset)[0])
-
-    def set_unsigned(self, offset: int, value: int) -> None:
-        struct.pack_into("=I", self.map, offset, value)
+    def set_word(self, offset: int, value: int) -> None:
+        _WORD.pack_into(self.map, offset, value)
 
     def read(self, offset: int, size: int) -> bytes:
         return self.map[offset : offset + size]

@@ -29,14 +29,14 @@ def test_what_a_forked_child_writes_its_parent_reads() -> None:
     def write() -> None:
         number.value = -4242
         text.value = b"disk full under /x"
-        region.set_int(0, 7)
-        region.set_unsigned(4, 0xFFFFFFFF)
+        region.set_word(0, 7)
+        region.set_word(4, 0xFFFFFFFF)
         region.write(8, b"abc")
 
     in_child(write)
     assert number.value == -4242
     assert text.value == b"disk full under /x"
-    assert (region.int_at(0), region.unsigned_at(4), region.read(8, 3)) == (7, 0xFFFFFFFF, b"abc")
+    assert (region.word(0), region.word(4), region.read(8, 3)) == (7, 0xFFFFFFFF, b"abc")
 
 
 @given(st.lists(st.binary(max_size=32).map(lambda b: b.replace(b"\0", b"")), min_size=1, max_size=5))

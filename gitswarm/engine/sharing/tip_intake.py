@@ -44,15 +44,19 @@ class Plan:
 # the claim tips that are new to the job here, each walked once, instead of a merge base per tip (most are the
 # machine's own, taken when pushed). Cleared when the job's ref is gone.
 _CONTAINED: dict[tuple[str, str], set[str]] = {}
-_HOLDS_ALL_READS = 256  # merge commits _merges_only reads back at most before it answers no (a merge is made)
 _WALKED: dict[tuple[str, str], str] = {}
+_HOLDS_ALL_READS = 256  # merge commits _merges_only reads back at most before it answers no (a merge is made)
+
+
+def _key(repo: GitRepo, job_id: str) -> tuple[str, str]:
+    return str(repo.common_dir), job_id
 
 
 def held_here(repo: GitRepo, job_id: str, tip: str) -> set[str]:
     """_CONTAINED for the job, brought up to its local `tip` (the commits since the last walk added). A tip
     that does not hold the last one walked (the ref set back or remade by hand) starts the set anew.
     CorruptRecord when `tip` is not a commit."""
-    key = (str(repo.common_dir), job_id)
+    key = _key(repo, job_id)
     known = _CONTAINED.setdefault(key, set())
     walked = _WALKED.get(key)
     if walked == tip:
@@ -72,11 +76,11 @@ def held_here(repo: GitRepo, job_id: str, tip: str) -> set[str]:
     return known
 
 
-def _went_ahead(repo: GitRepo, job_id: str, ours: str, plan: Plan) -> None:
-    """The local ref moved from `ours` to `plan.tip`, which holds every commit of ours but `plan.dropped` and
-    `plan.beyond` besides: what held_here knows is brought along with no walk and no ancestry query."""
-    key = (str(repo.common_dir), job_id)
-    if _WALKED.get(key) == ours and plan.beyond is not None:
+def _went_ahead(repo: GitRepo, plan: Plan) -> None:
+    """The local ref moved from `plan.ours` to `plan.tip`, which holds every commit of ours but `plan.dropped`
+    and `plan.beyond` besides: what held_here knows is brought along with no walk and no ancestry query."""
+    key = _key(repo, plan.job)
+    if plan.ours is not None and _WALKED.get(key) == plan.ours and plan.beyond is not None:
         known = _CONTAINED[key]
         known.difference_update(plan.dropped)
         known.update(plan.beyond)
@@ -169,8 +173,7 @@ def apply_plan(swarm: Swarm, intake: Intake, plan: Plan, incremental: bool = Fal
             if plan.outcome == "unchanged":
                 return "unchanged"
         repo.cas_ref(where, plan.tip, plan.ours, f"gitswarm: pull ({plan.outcome})")
-        if plan.ours is not None:
-            _went_ahead(repo, plan.job, plan.ours, plan)
+        _went_ahead(repo, plan)
         if plan.merged is not None:
             # Only the task records that differ from the local tip need re-indexing.
             job = swarm.refs.snapshot(plan.job, plan.tip).job
@@ -182,7 +185,7 @@ def apply_plan(swarm: Swarm, intake: Intake, plan: Plan, incremental: bool = Fal
 
 def forget(repo: GitRepo, job_id: str) -> None:
     """Drop what this process knows the job's local history holds (its ref is gone, or no machine claims in it)."""
-    key = (str(repo.common_dir), job_id)
+    key = _key(repo, job_id)
     _CONTAINED.pop(key, None)
     _WALKED.pop(key, None)
 
