@@ -112,10 +112,12 @@ class Transport(Protocol):
     def remote_names(self) -> list[str]:
         """The remotes configured here, by name."""
 
-    def fetch(self, remote: str, refspecs: Sequence[str]) -> None:
+    def fetch(self, remote: str, refspecs: Sequence[str], one_round_trip: bool = False) -> None:
         """Fetch each `+src:dst` refspec (forced: the destination is overwritten whatever it held; one
         `*` on each side at most), and delete the refs under a destination pattern that the remote
-        no longer has (prune). No tags. GitCommandError when it fails (an unknown remote, say)."""
+        no longer has (prune). No tags. GitCommandError when it fails (an unknown remote, say).
+        `one_round_trip`: a fetch repeated between pushes, where a round trip more costs more than
+        the remote's whole ref advertisement."""
 
     def push(self, remote: str, refspecs: Sequence[str]) -> PushResult:
         """Push each `src:dst` refspec, never forced, all or none (atomic): a ref that is not a

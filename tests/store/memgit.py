@@ -296,7 +296,7 @@ class MemTransport:
     def _remote(self, remote: str) -> MemRepo | None:
         return self.remotes.get(remote)
 
-    def fetch(self, remote: str, refspecs: Sequence[str]) -> None:
+    def fetch(self, remote: str, refspecs: Sequence[str], one_round_trip: bool = False) -> None:
         there = self._remote(remote)
         if there is None:
             raise GitCommandError(f"git fetch failed: fatal: '{remote}' does not appear to be a git repository")

@@ -11,6 +11,7 @@ from msgspec.structs import replace
 from gitswarm.engine.events import EventSink
 from gitswarm.engine.jobs.summary import build_summary
 from gitswarm.engine.jobs.supervisor import Supervisor, WorkOptions
+from gitswarm.engine.jobs.worker_process import remote_work_module
 from gitswarm.engine.notify.notifier import Notifier, Watch
 from gitswarm.engine.sandbox_gate import require_sandbox
 from gitswarm.engine.swarm import Swarm
@@ -21,29 +22,46 @@ from gitswarm.store.kept_results import KeptResults
 
 if TYPE_CHECKING:
     from gitswarm.engine.machines.arbiter import Arbiter
+    from gitswarm.engine.machines.remote_leases import RemoteLedger
+    from gitswarm.store.jobs import Snapshot
 
 # A local run of shell tasks loads neither the many-machines modules, the sharing ones nor the preflight
 # of agent CLIs: each is imported where a remote, a trusted remote or an agent adapter first needs it.
 
 
-def write_summary(swarm: Swarm, job_id: str) -> str | None:
+def write_summary(swarm: Swarm, job_id: str, remote: RemoteLedger | None = None) -> str | None:
     """Record the summary of a finished job's current outcome; returns its id.
 
     Summaries are content-addressed, so stitching an outcome already
     summarized writes nothing; a job that finished again after a retry gets
-    a new summary, and `show` prints the latest.
+    a new summary, and `show` prints the latest. With `remote`, the summary is
+    offered to the job's ref there: of machines that finish a job together,
+    the first one's lands and the others find it, instead of each adding its own.
     """
     job = swarm.index.job(job_id)
     if job is None or job["status"] not in FINISHED:
         return None
-    snapshot = swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id))
-    summary = build_summary(snapshot, swarm.repo.read_blob, swarm.clock())
+
+    def summary_of(snapshot: Snapshot) -> Summary | str:
+        summary = build_summary(snapshot, swarm.repo.read_blob, swarm.clock())
+        return _summarized(snapshot, summary) or summary
+
+    made = summary_of(swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id)))
+    if isinstance(made, str):
+        return made
+    if remote is not None:
+        return remote.record_unless_held(job_id, summary_of, swarm.clock())
+    return swarm.ledger.record_artifacts(job_id, None, [made], swarm.clock())[0]
+
+
+def _summarized(snapshot: Snapshot, summary: Summary) -> str | None:
+    """The id of a summary of the same outcome the job holds already (here or from another machine)."""
     summary_id = artifact_id(summary)
-    for existing in snapshot.state.artifacts:  # the same outcome summarized already, here or by another machine
+    for existing in snapshot.state.artifacts:
         found = snapshot.artifact(existing)
         if existing == summary_id or (isinstance(found, Summary) and (found.text, found.data) == (summary.text, summary.data)):
             return existing
-    return swarm.ledger.record_artifacts(job_id, None, [summary], swarm.clock())[0]
+    return None
 
 
 def check_remote(swarm: Swarm, remote: str, fetch: bool = True) -> dict[str, str]:
@@ -87,9 +105,9 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     """
     agents = any(name != "shell" for name in swarm.index.pending_adapters(options.job))
     require_sandbox(swarm.repo.workdir, os.environ, agents)  # mode bwrap without one: nothing runs
-    arbiter = None
+    remote = None
     if options.remote is not None:
-        arbiter = _arbiter(swarm, options.remote)
+        remote = remote_work_module().remote_leases(swarm, options.remote, options.clock_skew)
     notifier = Notifier.of(swarm)
     if notifier.command:
         on_event = Watch(swarm, notifier, on_event)
@@ -117,12 +135,13 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
         options = replace(options, worker=replace(options.worker, exclude=options.worker.exclude | frozenset(unusable)))
     touched = Supervisor(swarm, options, on_event).run()
     jobs = [options.job] if options.job else sorted(touched)
-    if arbiter is not None:  # what the other machines finished too, before summing up
-        arbiter.sync(jobs)
-    stitched = [job for job in jobs if write_summary(swarm, job)]
-    if arbiter is not None:  # the jobs' last local writes (a summary), and the verdicts noted on their patches
-        arbiter.publish(jobs)
-        arbiter.publish_notes()
+    unfinished = [job for job in jobs if (row := swarm.index.job(job)) is not None and row["status"] not in FINISHED]
+    if remote is not None and unfinished:  # what the other machines finished too, before summing up
+        remote.arbiter.sync(unfinished)
+    stitched = [job for job in jobs if write_summary(swarm, job, remote)]
+    if remote is not None:  # the jobs' last local writes (a cancel made here), and the verdicts noted on their patches
+        remote.arbiter.publish(jobs)
+        remote.arbiter.publish_notes()
     return {"jobs": stitched, "unusable": unusable, "skipped": skipped_jobs(swarm, remotes)}
 
 

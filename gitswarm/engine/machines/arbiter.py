@@ -13,6 +13,7 @@ local job ref (by compare-and-swap, like every local write).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import re
@@ -34,7 +35,7 @@ from gitswarm.engine.sharing.share import (
 )
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.artifacts import Artifact
-from gitswarm.model.errors import DiskFull, WorkFailed
+from gitswarm.model.errors import DiskFull, RefConflict, WorkFailed
 from gitswarm.model.reducer import Change
 from gitswarm.store import layout
 from gitswarm.store.jobs import COMMITTER, Snapshot
@@ -133,7 +134,7 @@ class Arbiter:
     def sync(self, jobs: Collection[str] | None = None) -> PullReport:
         """Fetch the jobs (all, or only `jobs`) and merge them into the local refs and index.
         WorkFailed when the remote cannot be reached."""
-        rewound = fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs))
+        rewound = fetch_jobs(self.swarm, self.remote, self.key, None if jobs is None else sorted(jobs), one_round_trip=True)
         report = PullReport(remote=self.remote, invalid=dict(rewound))
         integrate_jobs(self.swarm, self.key, report, jobs, self.machines, arbitrated=True)
         # Only a history actually taken clears a refusal: "unchanged" is also what a process sees that skipped its
@@ -168,6 +169,8 @@ class Arbiter:
             expect = {ref: self._remote_branch(job_id, branch[0])}
         done = self.transport.offer(self.remote, updates, expect)
         if done.ok:
+            if not tasks:  # the job's own ref: the remote holds `tip` now, and a publish has nothing to push
+                self._shadow_moved(layout.job_ref(job_id), tip)
             return Offered.ACCEPTED
         if not done.rejected:
             self.said = done.said or "no answer"
@@ -193,6 +196,12 @@ class Arbiter:
         shadow = f"refs/gitswarm/shadow/{self.key}/"
         held = tuple(self.swarm.repo.read_ref(shadow + ref[len("refs/swarm/"):]) for ref in self.refs_of(job_id, tasks))
         return (*held, None if task_id is None else self._remote_branch(job_id, task_id))
+
+    def _shadow_moved(self, ref: str, tip: str) -> None:
+        """Note that the remote's `ref` holds `tip` (pushed there), unless a fetch here moved its shadow meanwhile."""
+        shadow = f"refs/gitswarm/shadow/{self.key}/{ref[len('refs/swarm/'):]}"
+        with contextlib.suppress(RefConflict):
+            self.swarm.repo.cas_ref(shadow, tip, self.swarm.repo.read_ref(shadow), "gitswarm: pushed")
 
     def _remote_branch(self, job_id: str, task_id: str) -> str | None:
         """What the remote's branch of the task held when last fetched (None: it had none). Stale, the
@@ -226,7 +235,6 @@ class Arbiter:
                     break
                 offered = self.offer(job_id, tip)
                 if offered is Offered.ACCEPTED:
-                    self.swarm.repo.cas_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}", tip, shadow, "gitswarm: published")
                     pushed.append(job_id)
                     break
                 if offered not in (Offered.MOVED, Offered.CONTENDED):

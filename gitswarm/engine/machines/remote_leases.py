@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
-from gitswarm.model.artifacts import Artifact, Patch
+from gitswarm.model.artifacts import Artifact, Patch, artifact_id
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
-from gitswarm.model.ops import Holder, LeaseExpired, LeaseRenewed, Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import ArtifactsRecorded, Holder, LeaseExpired, LeaseRenewed, Op, TaskClaimed, TaskFinished
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.jobs import Snapshot
@@ -405,6 +405,29 @@ class RemoteLedger(Ledger):
             task = change.tasks[picked[0]]
             return done, granted_lease(snapshot, change, picked[0], ask.owner, task.lease_expires or now)
         return done, None
+
+    def record_unless_held(self, job_id: str, make: Callable[[Snapshot], Artifact | str], now: float) -> str:
+        """Record a job artifact (its summary) through the remote: `make` gives it from the job as last seen
+        there, or the id of an equal one the job holds. Offered to the job's ref; refused because another
+        machine wrote first, made again from what that brought, so that machines finishing a job together
+        record one summary, not one each. The remote unanswered: recorded here, and pushed with the job later."""
+        made: list[Artifact | str] = []
+
+        def build(s: Snapshot) -> Built:
+            made[:] = [make(s)]
+            artifact = made[0]
+            if isinstance(artifact, str):
+                raise InvalidTransition(f"job {job_id} holds artifact {artifact} already")
+            return self.refs.next_op(ArtifactsRecorded, s, now, task=None, artifacts=(artifact_id(artifact),)), (artifact,)
+
+        try:
+            self.offer(job_id, build)
+        except InvalidTransition:
+            pass
+        except (RemoteUnavailable, RemoteRejected, RemoteRefused):
+            artifact = made[0] if made else make(self._snapshot(job_id))
+            return artifact if isinstance(artifact, str) else self.record_artifacts(job_id, None, [artifact], now)[0]
+        return made[0] if isinstance(made[0], str) else artifact_id(made[0])
 
     def expire(
         self, now: float, job_id: str | None = None, owner: str | None = None, why: str | None = None,

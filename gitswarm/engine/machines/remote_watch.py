@@ -1,9 +1,10 @@
 """A machine's eye on the remote during `work --remote`: fetch, merge, expire what died elsewhere.
 
 One process per supervisor, with its own Swarm (its own index connection and
-repository handle): every `SYNC_SECONDS` (backing off to `QUIET_SYNC_SECONDS`
-while fetches bring nothing new, `IDLE_SYNC_SECONDS` while nothing is
-queued or running) it fetches the jobs from the remote
+repository handle): every `SYNC_SECONDS` while a worker here waits for work
+(backing off to `QUIET_SYNC_SECONDS` once fetches brought nothing new for
+`PROMPT_SECONDS`, or while every worker runs a task; `IDLE_SYNC_SECONDS`
+while nothing is queued or running) it fetches the jobs from the remote
 and merges them into the local refs and index, so that idle workers see new
 work and finished jobs, then pushes the expiry of every lease whose deadline
 passed more than the clock-skew allowance ago, whichever machine held it (a
@@ -18,6 +19,7 @@ import multiprocessing
 import multiprocessing.queues
 import os
 import queue
+import time
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -31,6 +33,9 @@ from gitswarm.model.errors import GitswarmError
 
 SYNC_SECONDS = 0.25  # while tasks are queued or running: idle workers see new work, finishing ones the end
 QUIET_SYNC_SECONDS = 1.0  # while they are but fetches bring nothing new, or every worker here is running one
+# How long an idle worker's machine keeps looking at SYNC_SECONDS after the last change it fetched: the end of a
+# job of short tasks (the others' last finishes) is seen within a quarter second, a long task is not polled for.
+PROMPT_SECONDS = 2.0
 IDLE_SYNC_SECONDS = 2.0  # while nothing is: a remote service is not polled hard for nothing
 
 _fork = multiprocessing.get_context("fork")
@@ -88,6 +93,16 @@ class RemoteWatch:
         return dataclasses.replace(self._state, expired=tuple(expired))
 
 
+def next_wait(busy: bool, all_running: bool, quiet_for: float) -> float:
+    """The watch's wait before its next fetch: `busy`, tasks are queued or running; `all_running`, every
+    worker here runs one; `quiet_for`, seconds since a fetch last brought something new."""
+    if not busy:
+        return IDLE_SYNC_SECONDS
+    if all_running:
+        return QUIET_SYNC_SECONDS  # every worker here runs a task: they push, and fetch when refused
+    return SYNC_SECONDS if quiet_for < PROMPT_SECONDS else QUIET_SYNC_SECONDS
+
+
 def watch_main(
     path: str, remote: str, clock_skew: float, job: str | None, trusted: frozenset[str], siblings: Siblings | None,
     stopped: Any, reports: Any, supervisor: int,
@@ -102,10 +117,10 @@ def watch_main(
         arbiter = Arbiter(swarm, remote)
         ledger = RemoteLedger(swarm.ledger, arbiter, clock_skew)
         backoff = Backoff(base=0.5, cap=5.0)
-        wait = 0.0
+        wait = SYNC_SECONDS  # the command fetched just before the supervisor started: the workers claim first
         last = RemoteState()
         held: dict[str, str] = {}  # the shadow refs after the last fetch: unchanged, the next one waits longer
-        quiet = 0
+        changed = time.monotonic()
         while not stopped.wait(wait) and os.getppid() == supervisor:
             try:
                 reached = arbiter.try_sync(None if job is None else [job])
@@ -129,14 +144,11 @@ def watch_main(
                 reports.put(state)
                 last = dataclasses.replace(state, expired=())
             now_held = swarm.repo.list_refs(f"refs/gitswarm/shadow/{arbiter.key}/")
-            quiet = quiet + 1 if now_held == held else 0
+            if now_held != held:
+                changed = time.monotonic()
             held = now_held
-            if not swarm.index.busy(job):
-                wait = IDLE_SYNC_SECONDS
-            elif siblings is not None and not siblings.any_idle():
-                wait = QUIET_SYNC_SECONDS  # every worker here runs a task: they push, and fetch when refused
-            else:
-                wait = min(SYNC_SECONDS * 2**quiet, QUIET_SYNC_SECONDS)
+            all_running = siblings is not None and not siblings.any_idle()
+            wait = next_wait(swarm.index.busy(job), all_running, time.monotonic() - changed)
     except KeyboardInterrupt:
         return
     finally:

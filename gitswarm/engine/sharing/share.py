@@ -220,10 +220,13 @@ def machine_keys(swarm: Swarm) -> frozenset[str] | None:
     return allowed_machines(SigningConfig.read(workdir).allowed)
 
 
-def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None) -> dict[str, str]:
+def fetch_jobs(
+    swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None = None, one_round_trip: bool = False,
+) -> dict[str, str]:
     """Fetch the job refs (all, or only `jobs`) of `remote`, and their tasks' pushed heads, into its shadow
     namespace; WorkFailed if it fails. The jobs whose remote history was rewound, refused: {job: why}.
-    Fetching every job prunes the shadow of jobs the remote no longer has; fetching some leaves the others."""
+    Fetching every job prunes the shadow of jobs the remote no longer has; fetching some leaves the others.
+    `one_round_trip`: a fetch of `work --remote`'s (store/remote.py, ONE_ROUND_TRIP)."""
     prefix = _shadow(key)
     held = {**swarm.repo.list_refs(prefix + "jobs/"), **swarm.repo.list_refs(prefix + "claims/")}
     seen = {ref: tip for ref, tip in held.items() if jobs is None or shadowed_job(prefix, ref) in jobs}
@@ -236,7 +239,7 @@ def fetch_jobs(swarm: Swarm, remote: str, key: str, jobs: Sequence[str] | None =
     specs += [f"+{layout.BRANCHES_PREFIX}{name}{'' if name == '*' else '/*'}:{prefix}branches/{name}{'' if name == '*' else '/*'}"
               for name in names]
     try:
-        coalesced_fetch(swarm.repo.common_dir, key, jobs, lambda: transport(swarm).fetch(remote, specs))
+        coalesced_fetch(swarm.repo.common_dir, key, jobs, lambda: transport(swarm).fetch(remote, specs, one_round_trip))
     except GitCommandError as exc:
         raise WorkFailed(f"fetch from {remote} failed: {exc}") from None
     return keep_what_was_seen(swarm, prefix, seen)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gitswarm.engine.jobs.run import write_summary
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, refusal
 from gitswarm.engine.machines.crew import BUSY, IDLE, RESERVED, Siblings
 from gitswarm.engine.machines.remote_leases import RemoteLedger, home_worker
@@ -248,6 +249,24 @@ def test_the_remote_tip_is_what_the_clones_hold_after_a_sync(clones: tuple) -> N
     b.arbiter.sync([job])
     tip = subprocess.run(["git", "rev-parse", layout.claim_ref(job, lease.task)], cwd=bare, capture_output=True, text=True).stdout.strip()
     assert a.refs.repo.read_ref(layout.job_ref(job)) == tip == b.refs.repo.read_ref(layout.job_ref(job))
+
+
+def test_machines_finishing_a_job_together_record_one_summary(clones: tuple) -> None:
+    bare, (a, b), job, clock = clones
+    for _ in range(TASKS):
+        lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+        a.finish(lease, True, clock())
+    b.arbiter.sync([job])  # both clones see the job finished; neither has a summary yet
+    first = write_summary(a.arbiter.swarm, job, a)
+    assert first is not None
+    # b built its summary on what it last fetched: its push is refused, and what that brings holds a's
+    assert write_summary(b.arbiter.swarm, job, b) == first
+    summaries = [op for op in remote_ops(bare, job) if op.__struct_config__.tag == "artifacts"]
+    assert [op.artifacts for op in summaries] == [(first,)]
+    remote_tip = git(bare, "rev-parse", layout.job_ref(job)).strip()
+    for ledger in (a, b):  # each holds the remote's tip, and knows it does: the publish that ends a run pushes nothing
+        assert ledger.refs.repo.read_ref(layout.job_ref(job)) == remote_tip
+        assert ledger.arbiter.publish([job]) == []
 
 
 @settings(max_examples=80, deadline=None)
