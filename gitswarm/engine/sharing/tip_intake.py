@@ -100,6 +100,10 @@ def plan_tip(swarm: Swarm, intake: Intake, job_id: str, theirs: str, incremental
         return Plan(job_id, "unchanged", ours, theirs, theirs)
     if incremental and ours is not None and ours != theirs:
         return _plan_beyond(swarm, intake, job_id, ours, theirs)
+    if ours is not None and _key(repo, job_id) in _WALKED and theirs in held_here(repo, job_id, ours):
+        # A job this process merges claim tips into: its remote ref, which moves only with a publish, is held
+        # already (no merge base sought: it reads back through the whole history, at every sync).
+        return Plan(job_id, "unchanged", ours, theirs, theirs)
     base = repo.merge_base(ours, theirs) if ours is not None and ours != theirs else ours
     if ours == theirs or base == theirs:
         return Plan(job_id, "unchanged", ours, theirs, theirs)
