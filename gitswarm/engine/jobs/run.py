@@ -42,12 +42,14 @@ def write_summary(swarm: Swarm, job_id: str, remote: RemoteLedger | None = None)
     if job is None or job["status"] not in FINISHED:
         return None
 
-    def summary_of(snapshot: Snapshot) -> Summary | str:
+    def summary_of(snapshot: Snapshot) -> Summary | str | None:
+        if snapshot.state.status() not in FINISHED:  # (through a remote: a retry elsewhere came with the fetch)
+            return None
         summary = build_summary(snapshot, swarm.repo.read_blob, swarm.clock())
         return _summarized(snapshot, summary) or summary
 
     made = summary_of(swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id)))
-    if isinstance(made, str):
+    if made is None or isinstance(made, str):
         return made
     if remote is not None:
         return remote.record_unless_held(job_id, summary_of, swarm.clock())
@@ -135,8 +137,11 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
         options = replace(options, worker=replace(options.worker, exclude=options.worker.exclude | frozenset(unusable)))
     touched = Supervisor(swarm, options, on_event).run()
     jobs = [options.job] if options.job else sorted(touched)
+    # What the other machines finished too, before summing up. A job finished here is summarized from what the
+    # watch fetched last (a second old at most): its summary is offered to the remote, and were the job retried
+    # elsewhere since, the next finish of it summarizes it again.
     unfinished = [job for job in jobs if (row := swarm.index.job(job)) is not None and row["status"] not in FINISHED]
-    if remote is not None and unfinished:  # what the other machines finished too, before summing up
+    if remote is not None and unfinished:
         remote.arbiter.sync(unfinished)
     stitched = [job for job in jobs if write_summary(swarm, job, remote)]
     if remote is not None:  # the jobs' last local writes (a cancel made here), and the verdicts noted on their patches

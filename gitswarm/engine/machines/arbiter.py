@@ -167,10 +167,13 @@ class Arbiter:
             ref = layout.branch_ref(job_id, branch[0])
             updates[ref] = branch[1]
             expect = {ref: self._remote_branch(job_id, branch[0])}
+        shadow = self._shadow(layout.job_ref(job_id))
+        before = None if tasks else self.swarm.repo.read_ref(shadow)
         done = self.transport.offer(self.remote, updates, expect)
         if done.ok:
             if not tasks:  # the job's own ref: the remote holds `tip` now, and a publish has nothing to push
-                self._shadow_moved(layout.job_ref(job_id), tip)
+                with contextlib.suppress(RefConflict):  # unless a fetch here moved the shadow meanwhile: it knows
+                    self.swarm.repo.cas_ref(shadow, tip, before, "gitswarm: pushed")
             return Offered.ACCEPTED
         if not done.rejected:
             self.said = done.said or "no answer"
@@ -193,20 +196,17 @@ class Arbiter:
 
     def seen(self, job_id: str, task_id: str | None = None, tasks: Collection[str] = ()) -> tuple[str | None, ...]:
         """What the refs an offer moves held on the remote as last fetched (and a task's pushed head)."""
-        shadow = f"refs/gitswarm/shadow/{self.key}/"
-        held = tuple(self.swarm.repo.read_ref(shadow + ref[len("refs/swarm/"):]) for ref in self.refs_of(job_id, tasks))
+        held = tuple(self.swarm.repo.read_ref(self._shadow(ref)) for ref in self.refs_of(job_id, tasks))
         return (*held, None if task_id is None else self._remote_branch(job_id, task_id))
 
-    def _shadow_moved(self, ref: str, tip: str) -> None:
-        """Note that the remote's `ref` holds `tip` (pushed there), unless a fetch here moved its shadow meanwhile."""
-        shadow = f"refs/gitswarm/shadow/{self.key}/{ref[len('refs/swarm/'):]}"
-        with contextlib.suppress(RefConflict):
-            self.swarm.repo.cas_ref(shadow, tip, self.swarm.repo.read_ref(shadow), "gitswarm: pushed")
+    def _shadow(self, ref: str) -> str:
+        """Where this clone keeps what the remote's `ref` (under refs/swarm/) held when last fetched."""
+        return f"refs/gitswarm/shadow/{self.key}/{ref[len('refs/swarm/'):]}"
 
     def _remote_branch(self, job_id: str, task_id: str) -> str | None:
         """What the remote's branch of the task held when last fetched (None: it had none). Stale, the
         push is refused ("stale info"), the job and its branches fetched, and the finish offered again."""
-        return self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/branches/{job_id}/{task_id}")
+        return self.swarm.repo.read_ref(self._shadow(layout.branch_ref(job_id, task_id)))
 
     def adopt(self, snapshot: Snapshot, tip: str, change: Change, artifacts: Collection[Artifact] = ()) -> None:
         """The remote accepted `tip` (built on `snapshot`): move the local ref to it, or merge it in when
@@ -230,7 +230,7 @@ class Arbiter:
         for job_id in sorted(jobs):
             for _ in range(attempts):
                 tip = self.swarm.repo.read_ref(layout.job_ref(job_id))
-                shadow = self.swarm.repo.read_ref(f"refs/gitswarm/shadow/{self.key}/jobs/{job_id}")
+                shadow = self.swarm.repo.read_ref(self._shadow(layout.job_ref(job_id)))
                 if tip is None or tip == shadow:
                     break
                 offered = self.offer(job_id, tip)

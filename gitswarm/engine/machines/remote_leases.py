@@ -406,28 +406,29 @@ class RemoteLedger(Ledger):
             return done, granted_lease(snapshot, change, picked[0], ask.owner, task.lease_expires or now)
         return done, None
 
-    def record_unless_held(self, job_id: str, make: Callable[[Snapshot], Artifact | str], now: float) -> str:
+    def record_unless_held(self, job_id: str, make: Callable[[Snapshot], Artifact | str | None], now: float) -> str | None:
         """Record a job artifact (its summary) through the remote: `make` gives it from the job as last seen
-        there, or the id of an equal one the job holds. Offered to the job's ref; refused because another
-        machine wrote first, made again from what that brought, so that machines finishing a job together
-        record one summary, not one each. The remote unanswered: recorded here, and pushed with the job later."""
-        made: list[Artifact | str] = []
+        there, or the id of an equal one the job holds, or None when there is none to record (any more).
+        Offered to the job's ref; refused because another machine wrote first, made again from what that
+        brought, so that machines finishing a job together record one summary, not one each. The remote
+        unanswered: recorded here, and pushed with the job later. The id recorded or found."""
+        made: list[Artifact | str | None] = [None]
 
         def build(s: Snapshot) -> Built:
-            made[:] = [make(s)]
-            artifact = made[0]
-            if isinstance(artifact, str):
-                raise InvalidTransition(f"job {job_id} holds artifact {artifact} already")
+            made[0] = artifact = make(s)
+            if not isinstance(artifact, Artifact):
+                raise InvalidTransition(f"job {job_id}: nothing to record ({artifact or 'no longer finished'})")
             return self.refs.next_op(ArtifactsRecorded, s, now, task=None, artifacts=(artifact_id(artifact),)), (artifact,)
 
         try:
             self.offer(job_id, build)
         except InvalidTransition:
             pass
-        except (RemoteUnavailable, RemoteRejected, RemoteRefused):
-            artifact = made[0] if made else make(self._snapshot(job_id))
-            return artifact if isinstance(artifact, str) else self.record_artifacts(job_id, None, [artifact], now)[0]
-        return made[0] if isinstance(made[0], str) else artifact_id(made[0])
+        except (RemoteUnavailable, RemoteRejected, RemoteRefused):  # made again from all this clone knows now
+            made[0] = artifact = make(self._snapshot(job_id))
+            if isinstance(artifact, Artifact):
+                return self.record_artifacts(job_id, None, [artifact], now)[0]
+        return artifact_id(made[0]) if isinstance(made[0], Artifact) else made[0]
 
     def expire(
         self, now: float, job_id: str | None = None, owner: str | None = None, why: str | None = None,

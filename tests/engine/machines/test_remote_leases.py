@@ -269,6 +269,20 @@ def test_machines_finishing_a_job_together_record_one_summary(clones: tuple) -> 
         assert ledger.arbiter.publish([job]) == []
 
 
+def test_a_job_retried_elsewhere_since_it_was_seen_finished_is_not_summarized(clones: tuple) -> None:
+    bare, (a, b), job, clock = clones
+    for n in range(TASKS):
+        lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+        a.finish(lease, n > 0, clock(), error=None if n else "broke", retryable=False)
+    b.arbiter.sync([job])  # b sees the job failed
+    failed = next(t for t in a.refs.snapshot(job).tasks() if t.state.value == "failed")
+    a.retry(job, failed.id, clock())  # a retries the failed task and publishes it: the job runs again
+    assert a.arbiter.publish([job]) == [job]
+    # b's offer of a summary is refused (the job's ref moved), and the fetch brings a job no longer finished
+    assert write_summary(b.arbiter.swarm, job, b) is None
+    assert [op for op in remote_ops(bare, job) if op.__struct_config__.tag == "artifacts"] == []
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     workers=st.lists(st.text("abcdefgh.-0123", min_size=3, max_size=12), min_size=1, max_size=8, unique=True),
