@@ -15,6 +15,7 @@ import struct
 
 _INT = struct.Struct("=i")
 _WORD = struct.Struct("=I")
+_REAL = struct.Struct("=d")
 
 
 class SharedInt:
@@ -59,8 +60,8 @@ class SharedBytes:
 
 
 class SharedRegion:
-    """Raw shared bytes for a layout of one's own (store/group_slots.py): 4-byte unsigned words and byte ranges,
-    by offset."""
+    """Raw shared bytes for a layout of one's own (store/group_slots.py, engine/machines/crew.py): 4-byte
+    unsigned words, doubles and byte ranges, by offset."""
 
     def __init__(self, size: int) -> None:
         self.map = mmap.mmap(-1, size)
@@ -70,6 +71,12 @@ class SharedRegion:
 
     def set_word(self, offset: int, value: int) -> None:
         _WORD.pack_into(self.map, offset, value)
+
+    def real(self, offset: int) -> float:
+        return float(_REAL.unpack_from(self.map, offset)[0])
+
+    def set_real(self, offset: int, value: float) -> None:
+        _REAL.pack_into(self.map, offset, value)
 
     def read(self, offset: int, size: int) -> bytes:
         return self.map[offset : offset + size]

@@ -24,7 +24,7 @@ def in_child(write: object) -> None:
 
 
 def test_what_a_forked_child_writes_its_parent_reads() -> None:
-    number, text, region = SharedInt(), SharedBytes(64), SharedRegion(16)
+    number, text, region = SharedInt(), SharedBytes(64), SharedRegion(24)
 
     def write() -> None:
         number.value = -4242
@@ -32,11 +32,12 @@ def test_what_a_forked_child_writes_its_parent_reads() -> None:
         region.set_word(0, 7)
         region.set_word(4, 0xFFFFFFFF)
         region.write(8, b"abc")
+        region.set_real(16, 1234.5625)
 
     in_child(write)
     assert number.value == -4242
     assert text.value == b"disk full under /x"
-    assert (region.word(0), region.word(4), region.read(8, 3)) == (7, 0xFFFFFFFF, b"abc")
+    assert (region.word(0), region.word(4), region.read(8, 3), region.real(16)) == (7, 0xFFFFFFFF, b"abc", 1234.5625)
 
 
 @given(st.lists(st.binary(max_size=32).map(lambda b: b.replace(b"\0", b"")), min_size=1, max_size=5))

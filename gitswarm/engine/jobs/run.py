@@ -48,11 +48,11 @@ def write_summary(swarm: Swarm, job_id: str, remote: RemoteLedger | None = None)
         summary = build_summary(snapshot, swarm.repo.read_blob, swarm.clock())
         return _summarized(snapshot, summary) or summary
 
+    if remote is not None:  # made from the job as this clone holds it, and again from the remote's if refused
+        return remote.record_unless_held(job_id, summary_of, swarm.clock())
     made = summary_of(swarm.refs.snapshot(job_id, swarm.index.job_tip(job_id)))
     if made is None or isinstance(made, str):
         return made
-    if remote is not None:
-        return remote.record_unless_held(job_id, summary_of, swarm.clock())
     return swarm.ledger.record_artifacts(job_id, None, [made], swarm.clock())[0]
 
 

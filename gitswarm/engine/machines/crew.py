@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gitswarm.store.shared_memory import SharedRegion
+
 if TYPE_CHECKING:
     from gitswarm.engine.machines.remote_leases import RemoteLedger
     from gitswarm.store.leases import Lease
@@ -23,81 +25,97 @@ if TYPE_CHECKING:
 BUSY, IDLE, RESERVED = 0, 1, 2
 NAME_BYTES = 64
 PROBLEM_BYTES = 512
+# A slot's layout (store/shared_memory.py): state and lost races (4-byte words), when it was reserved (a double),
+# the owner's name, why its pushes do not land.
+_STATE, _RACED, _SINCE, _NAME = 0, 4, 8, 16
+_SAID = _NAME + NAME_BYTES
+_SLOT = _SAID + PROBLEM_BYTES
 RESERVATION_SECONDS = 30.0
 
 _fork = multiprocessing.get_context("fork")
 
 
 class Siblings:
-    """Slots shared by a supervisor's worker processes (created before they are forked)."""
+    """Slots shared by a supervisor's worker processes (created before they are forked): per worker, its
+    state, when it was reserved, how many races it lost, its owner name and why its pushes do not land."""
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self.lock: Any = _fork.Lock()
-        self.states: Any = _fork.Array("i", slots, lock=False)
-        self.since: Any = _fork.Array("d", slots, lock=False)
-        self.names: Any = _fork.Array("c", slots * NAME_BYTES, lock=False)
-        self.said: Any = _fork.Array("c", slots * PROBLEM_BYTES, lock=False)  # per worker: why its pushes do not land
-        self.raced: Any = _fork.Array("i", slots, lock=False)  # per worker: pushes another machine's got ahead of
+        self._memory = SharedRegion(slots * _SLOT)
+
+    def state(self, slot: int) -> int:
+        return self._memory.word(slot * _SLOT + _STATE)
+
+    def _set_state(self, slot: int, state: int) -> None:
+        self._memory.set_word(slot * _SLOT + _STATE, state)
+
+    def _since(self, slot: int) -> float:
+        return self._memory.real(slot * _SLOT + _SINCE)
+
+    def _text(self, slot: int, at: int, size: int) -> bytes:
+        return self._memory.read(slot * _SLOT + at, size).rstrip(b"\0")
+
+    def _set_text(self, slot: int, at: int, size: int, raw: bytes) -> None:
+        self._memory.write(slot * _SLOT + at, raw[:size].ljust(size, b"\0"))
 
     def seat(self, slot: int, owner: str) -> None:
         """A new worker process in `slot` (a replacement too): busy until it finds nothing to do."""
         with self.lock:
-            raw = owner.encode()[:NAME_BYTES].ljust(NAME_BYTES, b"\0")
-            self.names[slot * NAME_BYTES:(slot + 1) * NAME_BYTES] = raw
-            self.states[slot] = BUSY
-            self.said[slot * PROBLEM_BYTES:(slot + 1) * PROBLEM_BYTES] = b"\0" * PROBLEM_BYTES  # the last one's problem went with it
+            self._set_text(slot, _NAME, NAME_BYTES, owner.encode())
+            self._set_state(slot, BUSY)
+            self._set_text(slot, _SAID, PROBLEM_BYTES, b"")  # the last one's problem went with it
 
     def name(self, slot: int) -> str:
-        return bytes(self.names[slot * NAME_BYTES:(slot + 1) * NAME_BYTES]).rstrip(b"\0").decode()
+        return self._text(slot, _NAME, NAME_BYTES).decode()
 
     def reserve(self, slot: int) -> list[int] | None:
         """Worker `slot` is about to claim: the idle siblings it claims for (now reserved), or None
         when a sibling is claiming for it already (it waits for that claim instead)."""
         with self.lock:
-            if self.states[slot] == RESERVED and time.monotonic() - self.since[slot] < RESERVATION_SECONDS:
+            if self.state(slot) == RESERVED and time.monotonic() - self._since(slot) < RESERVATION_SECONDS:
                 return None
-            self.states[slot] = BUSY
-            chosen = [other for other in range(self.slots) if other != slot and self.states[other] == IDLE]
+            self._set_state(slot, BUSY)
+            chosen = [other for other in range(self.slots) if other != slot and self.state(other) == IDLE]
             for other in chosen:
-                self.states[other] = RESERVED
-                self.since[other] = time.monotonic()
+                self._set_state(other, RESERVED)
+                self._memory.set_real(other * _SLOT + _SINCE, time.monotonic())
             return chosen
 
     def release(self, slots: list[int]) -> None:
         """The claim for these siblings was decided: each finds its task in the index, or claims again."""
         with self.lock:
             for other in slots:
-                if self.states[other] == RESERVED:
-                    self.states[other] = IDLE
+                if self.state(other) == RESERVED:
+                    self._set_state(other, IDLE)
 
     def idle(self, slot: int) -> None:
         """Worker `slot` found nothing to do: siblings may claim for it."""
         with self.lock:
-            if self.states[slot] != RESERVED:
-                self.states[slot] = IDLE
+            if self.state(slot) != RESERVED:
+                self._set_state(slot, IDLE)
 
     def report(self, slot: int, problem: str) -> None:
         """Worker `slot`'s pushes stopped landing (why), or land again (""): the supervisor says so."""
         with self.lock:
-            raw = problem.encode(errors="replace")[: PROBLEM_BYTES - 1]
-            self.said[slot * PROBLEM_BYTES:(slot + 1) * PROBLEM_BYTES] = raw.ljust(PROBLEM_BYTES, b"\0")
+            self._set_text(slot, _SAID, PROBLEM_BYTES, problem.encode(errors="replace")[: PROBLEM_BYTES - 1])
 
     def lost_race(self, slot: int) -> None:
         """Worker `slot`'s push was refused because another machine's landed first (it fetched and went on)."""
         with self.lock:
-            self.raced[slot] += 1
+            at = slot * _SLOT + _RACED
+            self._memory.set_word(at, self._memory.word(at) + 1)
 
     def races(self) -> int:
         """How many races this machine's workers lost so far, replaced workers' included."""
         with self.lock:
-            return sum(self.raced[slot] for slot in range(self.slots))
+            return sum(self._memory.word(slot * _SLOT + _RACED) for slot in range(self.slots))
 
     def problem(self) -> str:
         """Why some worker's pushes do not land ("" when every worker's do)."""
         with self.lock:
             for slot in range(self.slots):
-                said = bytes(self.said[slot * PROBLEM_BYTES:(slot + 1) * PROBLEM_BYTES]).rstrip(b"\0")
+                said = self._text(slot, _SAID, PROBLEM_BYTES)
                 if said:
                     return said.decode(errors="replace")
             return ""
@@ -105,11 +123,11 @@ class Siblings:
     def any_idle(self) -> bool:
         """Whether some worker waits for work (idle, or reserved for a sibling's claim)."""
         with self.lock:
-            return any(self.states[slot] != BUSY for slot in range(self.slots))
+            return any(self.state(slot) != BUSY for slot in range(self.slots))
 
     def busy(self, slot: int) -> None:
         with self.lock:
-            self.states[slot] = BUSY
+            self._set_state(slot, BUSY)
 
 
 @dataclass(frozen=True)

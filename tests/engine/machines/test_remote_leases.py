@@ -8,7 +8,9 @@ machines' operations (three of them) is in test_claim_refs.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 
 from gitswarm.engine.jobs.run import write_summary
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, refusal
-from gitswarm.engine.machines.crew import BUSY, IDLE, RESERVED, Siblings
+from gitswarm.engine.machines.crew import BUSY, IDLE, PROBLEM_BYTES, RESERVATION_SECONDS, RESERVED, Siblings
 from gitswarm.engine.machines.remote_leases import RemoteLedger, home_worker
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
@@ -234,12 +236,47 @@ def test_siblings_reserve_idle_workers_once() -> None:
         siblings.seat(slot, name)
     siblings.idle(1)
     siblings.idle(2)
-    assert siblings.reserve(0) == [1, 2] and siblings.states[1] == RESERVED
+    assert siblings.reserve(0) == [1, 2] and siblings.state(1) == RESERVED
     assert siblings.reserve(1) is None  # a sibling claims for it: it waits for that claim
     assert siblings.reserve(2) is None
     siblings.release([1, 2])
-    assert [siblings.states[i] for i in range(3)] == [BUSY, IDLE, IDLE]
+    assert [siblings.state(i) for i in range(3)] == [BUSY, IDLE, IDLE]
     assert siblings.name(2) == "x.w3"
+
+
+def test_what_a_forked_worker_says_of_its_pushes_its_supervisor_reads() -> None:
+    siblings = Siblings(2)
+    siblings.seat(0, "x.w1")
+    siblings.seat(1, "x.w2")
+    pid = os.fork()
+    if pid == 0:  # worker 1: lost two races, and its pushes stopped landing (a message longer than the slot)
+        try:
+            siblings.lost_race(1)
+            siblings.lost_race(1)
+            siblings.report(1, "remote refused the push: " + "x" * 2000)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert siblings.races() == 2
+    said = siblings.problem()
+    assert said.startswith("remote refused the push: x") and len(said) == PROBLEM_BYTES - 1
+    assert siblings.name(1) == "x.w2" and siblings.state(0) == BUSY  # its neighbours in memory untouched
+    siblings.report(1, "")
+    assert siblings.problem() == ""
+    siblings.seat(1, "x.w3")  # a replacement: the last one's name and problem go
+    assert siblings.name(1) == "x.w3"
+
+
+def test_a_reservation_whose_claimer_died_is_taken_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    siblings = Siblings(2)
+    siblings.seat(0, "x.w1")
+    siblings.seat(1, "x.w2")
+    siblings.idle(1)
+    assert siblings.reserve(0) == [1]  # worker 0 claims for 1, then dies before it releases it
+    assert siblings.reserve(1) is None
+    later = time.monotonic() + RESERVATION_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert siblings.reserve(1) == []  # taken back: it claims for itself
 
 
 def test_the_remote_tip_is_what_the_clones_hold_after_a_sync(clones: tuple) -> None:
