@@ -341,3 +341,45 @@ def test_workers_that_know_each_other_share_the_queue_out_and_take_each_others_t
         assert homes[0][names.index(ledger._choose(candidates)[2])] == owner  # its own first
     others = [row for row in candidates if homes[0][names.index(row[2])] != owners[0]]
     assert ledgers[0]._choose(others) in others  # none of its own left: another's, rather than nothing
+
+
+def _finish_all(ledgers: list[RemoteLedger], job: str, clock: Clock) -> None:
+    for n in range(4):
+        lease = ledgers[n % len(ledgers)].claim(f"m{n}.w", 30.0, clock(), job_id=job)
+        assert lease is not None
+        ledgers[n % len(ledgers)].finish(lease, True, clock())
+    for ledger in ledgers:
+        ledger.arbiter.sync([job])
+
+
+def test_a_job_ref_rewound_by_hand_to_a_commit_every_clone_holds_is_refused_not_taken_as_unchanged(three: tuple) -> None:
+    """A sync plans the job's own remote ref from the commits it knows its history holds (tip_intake.plan_tip):
+    a ref set back with update-ref to one of them is still a rewind, refused before any plan is made."""
+    bare, (a, b, _), job, clock = three
+    submitted = git(bare, "rev-parse", layout.job_ref(job)).strip()
+    _finish_all([a, b], job, clock)
+    assert write_summary(a.arbiter.swarm, job, a) is not None  # the job's ref moves on: the summary, on the whole history
+    b.arbiter.sync([job])
+    ours = b.arbiter.swarm.repo.read_ref(layout.job_ref(job))
+    git(bare, "update-ref", layout.job_ref(job), submitted)  # the attacker rewinds it, to a commit b holds
+    with pytest.raises(RemoteRefused, match="rewound"):
+        b.arbiter.sync([job])
+    assert b.arbiter.swarm.repo.read_ref(layout.job_ref(job)) == ours
+
+
+def test_a_forged_commit_on_the_job_ref_is_not_summarized_over(three: tuple) -> None:
+    """A machine ending a job offers its summary to the job's ref; a forgery pushed there first (by plumbing: the
+    tip's operations again, over a changed job record) is refused at the fetch the refusal brings, the summary
+    is kept here, and nothing of the forgery is taken."""
+    bare, (a, b, _), job, clock = three
+    _finish_all([a, b], job, clock)
+    tip = git(bare, "rev-parse", layout.job_ref(job)).strip()
+    files = tree_files(bare, tip)
+    files[layout.JOB_PATH] = hash_object(bare, git(bare, "cat-file", "blob", files[layout.JOB_PATH]).replace('"goal":"', '"goal":"forged ').encode())
+    forged = _forged_on(bare, tip, files, git(bare, "log", "-1", "--format=%B", tip))
+    git(bare, "update-ref", layout.job_ref(job), forged)
+    swarm = b.arbiter.swarm
+    summary = write_summary(swarm, job, b)
+    assert summary is not None and summary in swarm.refs.snapshot(job).state.artifacts  # recorded here
+    assert forged not in {commit.oid for commit in swarm.repo.walk(swarm.repo.read_ref(layout.job_ref(job)))}
+    assert git(bare, "rev-parse", layout.job_ref(job)).strip() == forged  # nothing pushed over it
