@@ -3,8 +3,9 @@
 One process per supervisor, with its own Swarm (its own index connection and
 repository handle): every `SYNC_SECONDS` while a worker here waits for work
 (backing off to `QUIET_SYNC_SECONDS` once fetches brought nothing new for
-`PROMPT_SECONDS`, or while every worker runs a task; `IDLE_SYNC_SECONDS`
-while nothing is queued or running) it fetches the jobs from the remote
+`PROMPT_SECONDS`; to `BUSY_SYNC_SECONDS` while every worker runs a task,
+waking the moment one waits; `IDLE_SYNC_SECONDS` while nothing is queued
+or running) it fetches the jobs from the remote
 and merges them into the local refs and index, so that idle workers see new
 work and finished jobs, then pushes the expiry of every lease whose deadline
 passed more than the clock-skew allowance ago, whichever machine held it (a
@@ -32,7 +33,11 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import GitswarmError
 
 SYNC_SECONDS = 0.25  # while tasks are queued or running: idle workers see new work, finishing ones the end
-QUIET_SYNC_SECONDS = 1.0  # while they are but fetches bring nothing new, or every worker here is running one
+QUIET_SYNC_SECONDS = 1.0  # while they are but fetches bring nothing new
+# While every worker here runs a task: none could take new work, and its pushes find out what moved when refused,
+# so the watch looks only for leases that died elsewhere and for cancels. It wakes as soon as a worker waits.
+BUSY_SYNC_SECONDS = 5.0
+WAKE_POLL_SECONDS = 0.05  # how often a busy machine's watch looks whether a worker here started waiting
 # How long an idle worker's machine keeps looking at SYNC_SECONDS after the last change it fetched: the end of a
 # job of short tasks (the others' last finishes) is seen within a quarter second, a long task is not polled for.
 PROMPT_SECONDS = 2.0
@@ -99,8 +104,22 @@ def next_wait(busy: bool, all_running: bool, quiet_for: float) -> float:
     if not busy:
         return IDLE_SYNC_SECONDS
     if all_running:
-        return QUIET_SYNC_SECONDS  # every worker here runs a task: they push, and fetch when refused
+        return BUSY_SYNC_SECONDS  # every worker here runs a task: they push, and fetch when refused
     return SYNC_SECONDS if quiet_for < PROMPT_SECONDS else QUIET_SYNC_SECONDS
+
+
+def pause(stopped: Any, wait: float, siblings: Siblings | None) -> bool:
+    """Wait `wait` seconds, or less: until told to stop (True), or, where every worker here was running a task,
+    until one waits for work (it is to see the others' finishes and new work now, not at the next round)."""
+    if siblings is None or siblings.any_idle():
+        return bool(stopped.wait(wait))
+    deadline = time.monotonic() + wait
+    while (left := deadline - time.monotonic()) > 0:
+        if stopped.wait(min(WAKE_POLL_SECONDS, left)):
+            return True
+        if siblings.any_idle():
+            return False
+    return bool(stopped.is_set())
 
 
 def watch_main(
@@ -121,7 +140,7 @@ def watch_main(
         last = RemoteState()
         held: dict[str, str] = {}  # the shadow refs after the last fetch: unchanged, the next one waits longer
         changed = time.monotonic()
-        while not stopped.wait(wait) and os.getppid() == supervisor:
+        while not pause(stopped, wait, siblings) and os.getppid() == supervisor:
             try:
                 reached = arbiter.try_sync(None if job is None else [job])
             except RemoteRefused:

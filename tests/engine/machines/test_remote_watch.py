@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
+import time
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gitswarm.engine.machines.crew import Siblings
 from gitswarm.engine.machines.remote_watch import (
+    BUSY_SYNC_SECONDS,
     IDLE_SYNC_SECONDS,
     PROMPT_SECONDS,
     QUIET_SYNC_SECONDS,
     SYNC_SECONDS,
     next_wait,
+    pause,
 )
 
 
@@ -27,9 +34,52 @@ def test_nothing_to_do_anywhere_is_looked_at_least_often() -> None:
     assert next_wait(busy=False, all_running=False, quiet_for=0.0) == IDLE_SYNC_SECONDS
 
 
+def test_a_machine_whose_workers_all_run_a_task_looks_only_for_dead_leases_and_cancels() -> None:
+    assert next_wait(busy=True, all_running=True, quiet_for=0.0) == BUSY_SYNC_SECONDS
+    assert BUSY_SYNC_SECONDS <= 5.0  # a cancel made elsewhere stops the tasks here within five seconds
+
+
 @given(busy=st.booleans(), all_running=st.booleans(), quiet_for=st.floats(0, 1e6))
-def test_the_pace_never_exceeds_four_fetches_a_second_nor_waits_past_two_seconds(busy: bool, all_running: bool, quiet_for: float) -> None:
+def test_the_pace_never_exceeds_four_fetches_a_second_and_waits_longest_only_while_every_worker_runs(
+    busy: bool, all_running: bool, quiet_for: float,
+) -> None:
     wait = next_wait(busy, all_running, quiet_for)
-    assert SYNC_SECONDS <= wait <= IDLE_SYNC_SECONDS
-    if busy and all_running:
-        assert wait == QUIET_SYNC_SECONDS  # every worker here runs a task: its pushes find out when refused
+    assert SYNC_SECONDS <= wait <= BUSY_SYNC_SECONDS
+    if not (busy and all_running):
+        assert wait <= IDLE_SYNC_SECONDS
+
+
+def _crew(states: list[bool]) -> Siblings:
+    """Siblings whose slots are busy (True) or waiting for work (False)."""
+    siblings = Siblings(len(states))
+    for slot, busy in enumerate(states):
+        siblings.seat(slot, f"host.abcdef.w{slot}")
+        if not busy:
+            siblings.idle(slot)
+    return siblings
+
+
+def test_the_watch_of_a_busy_machine_wakes_as_soon_as_a_worker_waits_for_work() -> None:
+    siblings, stopped = _crew([True, True]), multiprocessing.get_context("fork").Event()
+    threading.Timer(0.2, siblings.idle, args=(1,)).start()
+    started = time.monotonic()
+    assert pause(stopped, BUSY_SYNC_SECONDS, siblings) is False
+    assert 0.15 < time.monotonic() - started < 1.0  # not the five seconds it was to wait
+
+
+def test_the_watch_stops_when_told_whatever_its_workers_do() -> None:
+    stopped = multiprocessing.get_context("fork").Event()
+    for siblings in (_crew([True, True]), _crew([True, False]), None):
+        stopped.clear()
+        threading.Timer(0.1, stopped.set).start()
+        started = time.monotonic()
+        assert pause(stopped, BUSY_SYNC_SECONDS, siblings) is True
+        assert time.monotonic() - started < 1.0
+
+
+def test_a_machine_with_a_waiting_worker_waits_its_whole_pace() -> None:
+    siblings, stopped = _crew([True, False]), multiprocessing.get_context("fork").Event()
+    started = time.monotonic()
+    assert pause(stopped, 0.3, siblings) is False
+    assert time.monotonic() - started >= 0.29
+
