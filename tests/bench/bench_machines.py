@@ -48,7 +48,10 @@ Figures, per configuration (medians over --repeat runs):
   machines and the remote spend together on one task, the figure that
   bounds tasks/s once the cores are saturated.
 - trivial tasks (each `true`, plus the log line): tasks/s = tasks / wall, and
-  relative to one machine.
+  relative to one machine; and the cores 1.5x one machine's rate takes at
+  the CPU per task measured at 3 machines (and at one): where every machine
+  and the remote share this computer's cores, a rate above cores / CPU per
+  task is out of reach whatever the layout.
 - baseline, same run, same daemon: one plain `git push` of a one-commit update
   to a branch, then one `git fetch` of it into another clone (medians of a few
   rounds before each configuration), so the figures can be read against what
@@ -416,6 +419,15 @@ def main() -> None:
             ))
         print_table(("M", "wall s", "tasks/s", f"vs M={min(trivial)}", "refused/write", "pushes/task", "fetches", "tasks per machine",
                      "CPU s per machine", "remote CPU s", "CPU ms/task", "CPU s/wall s"), rows)
+        if trivial.get(1) and trivial.get(3):
+            # What the target asks of the cores, the machines and the remote sharing them here: tasks/s times CPU
+            # per task. Above the cores there are, no layout of claims reaches it on this machine at that cost.
+            def cpu_per_task(runs: list[Run]) -> float:
+                return median([(sum(r.cpu) + r.remote_cpu) / r.tasks for r in runs])
+
+            wanted = 1.5 * one
+            print(f"1.5x one machine's rate ({wanted:.1f} tasks/s) takes {wanted * cpu_per_task(trivial[3]):.1f} cores at 3 machines' "
+                  f"CPU per task, {wanted * cpu_per_task(trivial[1]):.1f} at one machine's; this machine has {os.cpu_count()}")
 
     every = [r for runs in [*sleeping.values(), *trivial.values()] for r in runs]
     print()
