@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gitswarm.engine.machines.remote_watch import BUSY_SYNC_SECONDS
 from gitswarm.model.ids import new_id
 from tests.conftest import isolation_env
 from tests.forge import forge_history, history_ops, push, run_git
@@ -214,6 +215,24 @@ def test_the_remote_down_for_ten_seconds_loses_nothing(machines: list[Machine], 
     finished = Counter(e["task"] for e in history(machines[2], job) if e["op"] == "finished")
     assert len(finished) == 12 and set(finished.values()) == {1}
     assert_converged(machines, daemon, job)
+
+
+def test_a_cancel_made_elsewhere_stops_a_busy_machine_within_its_watch_pace(
+    machines: list[Machine], daemon: GitDaemon, tmp_path: Path,
+) -> None:
+    # Every worker of m0 runs a task, so its watch fetches only every BUSY_SYNC_SECONDS (engine/machines/remote_watch.py):
+    # the cancel m1 pushes still stops both tasks within that, not at their end (60 s) nor their lease's.
+    job, log = submit(machines[0], tmp_path, 2, 60)
+    running = machines[0].work(job)
+    wait_for(lambda: sum(kind == "start" for kind, _, _ in events(log)) == 2, 60, "both tasks to start on m0")
+    machines[1].gitswarm("pull", "origin")
+    machines[1].gitswarm("cancel", job)
+    machines[1].gitswarm("push", "origin")
+    cancelled = time.monotonic()
+    running.communicate(timeout=60)
+    assert time.monotonic() - cancelled < BUSY_SYNC_SECONDS + 10
+    assert not [task for kind, task, _ in events(log) if kind == "end"]  # stopped, not run to their end
+    assert json.loads(machines[0].gitswarm("--json", "status", job).stdout)["status"] == "cancelled"
 
 
 def test_a_patch_made_on_one_machine_is_verified_on_another(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
