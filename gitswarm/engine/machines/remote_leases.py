@@ -20,7 +20,6 @@ summaries) stay local and travel with the next accepted commit.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 
 import msgspec
@@ -52,6 +51,20 @@ def home_worker(workers: Sequence[str], task: str) -> str:
     return max(workers, key=lambda worker: hashlib.blake2b(f"{worker}\0{task}".encode(), digest_size=8).digest(), default="")
 
 
+def _hash(*parts: str) -> int:
+    return int.from_bytes(hashlib.blake2b("\0".join(parts).encode(), digest_size=8).digest(), "big")
+
+
+def claim_order(me: str, home: str, task: str) -> tuple[bool, int, int]:
+    """Where `task` (whose home worker is `home`) comes in worker `me`'s choice, lowest first: its own tasks
+    first, in its own order (`turn`); then another's, taken from the end of that worker's order, which every
+    machine computes alike (stealing from the back: the thief and the owner meet only at the owner's last task,
+    however stale the thief's view), of the worker it prefers to take from (so two thieves rarely want one task)."""
+    if home == me or not home:
+        return False, 0, _hash("turn", me, task)
+    return True, -_hash("victim", me, home), -_hash("turn", home, task)
+
+
 class RemoteUnavailable(WorkFailed):
     """The remote did not answer (or kept moving); nothing was written anywhere."""
 
@@ -64,12 +77,12 @@ class RemoteRejected(WorkFailed):
 class RemoteLedger(Ledger):
     """`Leases` decided by a git remote (`work --remote`): each transition a push the remote accepts."""
 
-    # Every machine sees the others' claims only at its next fetch (a second old, while all its workers are
+    # Every machine sees the others' claims only at its next fetch (seconds old, while all its workers are
     # busy). So the queued tasks of a job are shared out among the workers known to work it (`_home`: those
     # seen holding a lease in it, of any machine, and this one), by rendezvous hashing of the worker's name and
-    # the task, and a worker takes its own first, in an order of its own (`_rank`: its machine's key and its
-    # process). Only a worker whose own tasks ran out takes another's (a dead machine's too): two workers then
-    # race only for the last tasks of a job, not for every claim, siblings included.
+    # the task, and a worker takes its own first, in an order of its own (`claim_order`). Only a worker whose own
+    # tasks ran out takes another's (a dead machine's too), from the end of that one's order: two workers then
+    # race only for a worker's last task, not for every claim, siblings included.
     claim_spread = REMOTE_CLAIM_SPREAD
 
     def __init__(
@@ -83,7 +96,6 @@ class RemoteLedger(Ledger):
         self.problem = ""  # why the last push did not land, while that lasts ("" once one did)
         self.on_problem: Callable[[str], None] = lambda problem: None
         self.on_race: Callable[[], None] = lambda: None  # told of each push another machine's got ahead of
-        self._ranked_by: tuple[int, bytes] = (0, b"")  # (pid, its key prefix) of _rank
         self._me = ""  # the worker this ledger last claimed for (`host.clone.worker`), whose tasks come first
         self._homes: dict[tuple[str, tuple[str, ...]], dict[str, str]] = {}  # (job, workers) -> task -> its home worker
         self._seen: dict[str, set[str]] = {}  # job -> the workers this process saw hold a lease in it
@@ -167,16 +179,9 @@ class RemoteLedger(Ledger):
             self.problem = problem
             self.on_problem(problem)
 
-    def _rank(self, task: str) -> bytes:
-        """Where `task` comes in this worker's own order of the queue (rendezvous hashing)."""
-        # This worker process's own order: its machine's key and its pid (asked now: workers are forked).
-        if self._ranked_by[0] != os.getpid():
-            self._ranked_by = (os.getpid(), f"{self.arbiter.machine.public}/{os.getpid()}\0".encode())
-        return hashlib.blake2b(self._ranked_by[1] + task.encode(), digest_size=8).digest()
-
     def _choose(self, candidates: list[tuple[int, str, str]]) -> tuple[int, str, str]:
         homes = {job: self._home(job) for job in {row[1] for row in candidates}}
-        return min(candidates, key=lambda row: (homes[row[1]](row[2]) != self._me, self._rank(f"{row[1]}/{row[2]}")))
+        return min(candidates, key=lambda row: claim_order(self._me, homes[row[1]](row[2]), f"{row[1]}/{row[2]}"))
 
     def _home(self, job: str) -> Callable[[str], str]:
         """The worker whose task of `job` a task is, to take first: of the workers known to work the job (the one
@@ -262,8 +267,8 @@ class RemoteLedger(Ledger):
                 if not rows:
                     break
 
-                def preference(row: tuple[str, str, int], owner: str = owner) -> tuple[int, bool, bytes]:
-                    return -row[2], home(row[1]) != owner, self._rank(f"{row[0]}/{row[1]}")
+                def preference(row: tuple[str, str, int], owner: str = owner) -> tuple[int, tuple[bool, int, int]]:
+                    return -row[2], claim_order(owner, home(row[1]), f"{row[0]}/{row[1]}")
 
                 best = min(rows, key=preference)
                 rows.remove(best)

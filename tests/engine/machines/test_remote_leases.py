@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gitswarm.engine.jobs.run import write_summary
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, refusal
 from gitswarm.engine.machines.crew import BUSY, IDLE, PROBLEM_BYTES, RESERVATION_SECONDS, RESERVED, Siblings
-from gitswarm.engine.machines.remote_leases import RemoteLedger, home_worker
+from gitswarm.engine.machines.remote_leases import RemoteLedger, claim_order, home_worker
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
 from gitswarm.store import layout
@@ -336,3 +336,27 @@ def test_a_worker_joining_takes_tasks_only_from_the_others_shares(workers: list[
     assert all(after[task] in (before[task], joining) for task in tasks)
     if len(set(workers)) == 1 and joining not in workers:
         assert 40 < sum(1 for task in tasks if after[task] == joining) < 160  # about half of one worker's
+
+
+names = st.text("abcdefgh.-0123", min_size=3, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(me=names, other=names, count=st.integers(1, 80), lag=st.integers(0, 6))
+def test_a_worker_takes_its_own_tasks_first_and_another_s_from_the_end_of_its_order(me: str, other: str, count: int, lag: int) -> None:
+    """claim_order: a worker's own tasks before any other's; of another worker's, the last in that worker's own
+    order first, so a thief whose view is `lag` claims behind never takes one the owner already took but its last."""
+    assume(me != other)
+    tasks = [f"job/t{n}" for n in range(count)]
+    assert max(claim_order(me, me, task) for task in tasks) < min(claim_order(me, other, task) for task in tasks)
+    owners_turns = sorted(tasks, key=lambda task: claim_order(other, other, task))
+    for taken in range(count):  # the owner took its first `taken` tasks; the thief saw all but the last `lag` of them
+        seen_queued = owners_turns[max(0, taken - lag) :]
+        stolen = min(seen_queued, key=lambda task: claim_order(me, other, task))
+        assert stolen == owners_turns[-1]  # never one the owner took while the thief did not know
+
+
+def test_thieves_spread_over_the_workers_they_take_from() -> None:
+    victims = [f"host.abc{n}.w0" for n in range(8)]
+    preferred = {min(victims, key=lambda v: claim_order(thief, v, "job/t")[:2]) for thief in (f"host.xyz{n}.w1" for n in range(40))}
+    assert len(preferred) >= 5  # rendezvous over (thief, owner): not every thief after the same worker's tasks
