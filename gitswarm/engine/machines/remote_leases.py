@@ -379,6 +379,7 @@ class RemoteLedger(Ledger):
         finish = self._finish_builder(lease, result, now)
         self.refs.write_artifacts(artifacts)
         picked: list[str | None] = [None]
+        builds = [0]
         if ask is not None:
             self._me = ask.owner
 
@@ -387,7 +388,11 @@ class RemoteLedger(Ledger):
             op, _ = finish(snapshot)
             ops: list[Op] = [op]
             picked[0] = None
-            if ask is not None:
+            builds[0] += 1
+            # Refused once, the finish goes alone: the claim is what another machine beat it to (the finish's own
+            # ref moves only with its lease), and at a job's end, where the last queued tasks are everyone's to
+            # take, a claim refused again and again would hold back the finish that ends the job.
+            if ask is not None and builds[0] == 1:
                 after = apply(op, snapshot.state, snapshot.task)
                 pick = self._pick(now, ask.job, after, lease.job, ask.exclude, ask.skip_jobs | self.arbiter.refused_jobs())
                 if pick is not None and pick[0] == lease.job and exhausted(snapshot.job, after.state, now) is None:

@@ -26,6 +26,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
 from gitswarm.store import layout
 from gitswarm.store.jobs import parse_ops
+from gitswarm.store.lease_types import Ask, Result
 from tests.conftest import git
 
 TASKS = 4
@@ -94,6 +95,25 @@ def test_of_two_clones_claiming_the_last_task_one_gets_it(clones: tuple) -> None
     assert all(lease is not None for lease in leases)
     claims = [op for op in remote_ops(bare, job) if op.__struct_config__.tag == "claimed"]
     assert sorted(op.task for op in claims) == [f"t{i}" for i in range(TASKS)]
+
+
+def test_a_finish_whose_claim_lost_a_race_lands_alone_on_its_next_push(clones: tuple) -> None:
+    """A finish carries the worker's next claim; refused because another machine claimed that task first, the
+    finish is pushed again alone (its own ref is uncontended), not held back while claims keep losing."""
+    bare, (a, b), job, clock = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    wanted = a._pick(clock(), job)  # what a's (stale) view claims next
+    assert wanted is not None
+    assert b._claim_chosen(*wanted, "b.w1", 30.0, clock()) is not None  # b gets there first
+    offers = []
+    offer = a.arbiter.offer
+    a.arbiter.offer = lambda *args, **kw: offers.append(args[3] if len(args) > 3 else kw.get("tasks")) or offer(*args, **kw)
+    done, after = a.finish_and_claim(lease, Result(ok=True), clock(), Ask("a.w1", 30.0, job))
+    assert done.state.value == "succeeded" and after is None  # two tasks are still queued: none claimed with it
+    assert [sorted(tasks) for tasks in offers] == [sorted([lease.task, wanted[1]]), [lease.task]]
+    finishes = [op for op in remote_ops(bare, job) if op.__struct_config__.tag == "finished"]
+    assert [op.task for op in finishes] == [lease.task]
 
 
 def test_a_claim_is_on_the_remote_before_it_is_here(clones: tuple) -> None:
