@@ -57,7 +57,7 @@ def _hash(*parts: str) -> int:
 
 def claim_order(me: str, home: str, task: str) -> tuple[bool, int, int]:
     """Where `task` (whose home worker is `home`) comes in worker `me`'s choice, lowest first: its own tasks
-    first, in its own order (`turn`); then another's, taken from the end of that worker's order, which every
+    first, in its own order (a hash of its name and the task's); then another's, taken from the end of that worker's order, which every
     machine computes alike (stealing from the back: the thief and the owner meet only at the owner's last task,
     however stale the thief's view), of the worker it prefers to take from (so two thieves rarely want one task)."""
     if home == me or not home:

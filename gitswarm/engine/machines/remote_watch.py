@@ -108,18 +108,20 @@ def next_wait(busy: bool, all_running: bool, quiet_for: float) -> float:
     return SYNC_SECONDS if quiet_for < PROMPT_SECONDS else QUIET_SYNC_SECONDS
 
 
-def pause(stopped: Any, wait: float, siblings: Siblings | None) -> bool:
-    """Wait `wait` seconds, or less: until told to stop (True), or, where every worker here was running a task,
-    until one waits for work (it is to see the others' finishes and new work now, not at the next round)."""
-    if siblings is None or siblings.any_idle():
-        return bool(stopped.wait(wait))
+def pause(stopped: Any, wait: float, waking: Siblings | None = None) -> bool:
+    """Wait `wait` seconds, or less: until told to stop (True), or, with `waking` (the workers here, who were
+    all running a task when the wait was chosen), until one of them waits for work, were it now already (it is
+    to see the others' finishes and new work at once, not at the next round)."""
     deadline = time.monotonic() + wait
-    while (left := deadline - time.monotonic()) > 0:
+    while waking is not None and not waking.any_idle():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return bool(stopped.is_set())
         if stopped.wait(min(WAKE_POLL_SECONDS, left)):
             return True
-        if siblings.any_idle():
-            return False
-    return bool(stopped.is_set())
+    if waking is not None:
+        return bool(stopped.is_set())
+    return bool(stopped.wait(wait))
 
 
 def watch_main(
@@ -140,7 +142,8 @@ def watch_main(
         last = RemoteState()
         held: dict[str, str] = {}  # the shadow refs after the last fetch: unchanged, the next one waits longer
         changed = time.monotonic()
-        while not pause(stopped, wait, siblings) and os.getppid() == supervisor:
+        waking: Siblings | None = None  # the workers whose waiting ends the wait: set while they all run a task
+        while not pause(stopped, wait, waking) and os.getppid() == supervisor:
             try:
                 reached = arbiter.try_sync(None if job is None else [job])
             except RemoteRefused:
@@ -168,6 +171,7 @@ def watch_main(
             held = now_held
             all_running = siblings is not None and not siblings.any_idle()
             wait = next_wait(swarm.index.busy(job), all_running, time.monotonic() - changed)
+            waking = siblings if all_running else None
     except KeyboardInterrupt:
         return
     finally:

@@ -67,9 +67,16 @@ def test_the_watch_of_a_busy_machine_wakes_as_soon_as_a_worker_waits_for_work() 
     assert 0.15 < time.monotonic() - started < 1.0  # not the five seconds it was to wait
 
 
+def test_a_worker_that_turned_idle_before_the_busy_wait_began_ends_it_at_once() -> None:
+    siblings, stopped = _crew([True, False]), multiprocessing.get_context("fork").Event()
+    started = time.monotonic()
+    assert pause(stopped, BUSY_SYNC_SECONDS, siblings) is False
+    assert time.monotonic() - started < 0.1
+
+
 def test_the_watch_stops_when_told_whatever_its_workers_do() -> None:
     stopped = multiprocessing.get_context("fork").Event()
-    for siblings in (_crew([True, True]), _crew([True, False]), None):
+    for siblings in (_crew([True, True]), None):
         stopped.clear()
         threading.Timer(0.1, stopped.set).start()
         started = time.monotonic()
@@ -78,8 +85,8 @@ def test_the_watch_stops_when_told_whatever_its_workers_do() -> None:
 
 
 def test_a_machine_with_a_waiting_worker_waits_its_whole_pace() -> None:
-    siblings, stopped = _crew([True, False]), multiprocessing.get_context("fork").Event()
+    stopped = multiprocessing.get_context("fork").Event()
     started = time.monotonic()
-    assert pause(stopped, 0.3, siblings) is False
+    assert pause(stopped, 0.3) is False  # a worker waits already: the wait is the prompt pace, not to be cut
     assert time.monotonic() - started >= 0.29
 
