@@ -108,7 +108,7 @@ class Backoff:
 
     def next(self) -> float:
         """The wait before the next try (and count this failure)."""
-        ceiling = min(self.cap, self.base * 2.0**self.failures)
+        ceiling = min(self.cap, self.base * 2.0 ** min(self.failures, 64))  # (2.0**1024 overflows: an outage of hours)
         self.failures += 1
         return self.rng.uniform(ceiling / 2, ceiling)
 

@@ -110,8 +110,8 @@ def next_wait(busy: bool, all_running: bool, quiet_for: float) -> float:
 
 def pause(stopped: Any, wait: float, waking: Siblings | None = None) -> bool:
     """Wait `wait` seconds, or less: until told to stop (True), or, with `waking` (the workers here, who were
-    all running a task when the wait was chosen), until one of them waits for work, were it now already (it is
-    to see the others' finishes and new work at once, not at the next round)."""
+    all running a task when the wait was chosen), until one of them waits for work; at once if one already does
+    (it is to see the others' finishes and new work now, not at the next round)."""
     deadline = time.monotonic() + wait
     while waking is not None and not waking.any_idle():
         left = deadline - time.monotonic()
@@ -149,7 +149,7 @@ def watch_main(
             except RemoteRefused:
                 reached = True  # the job is in arbiter.refused: reported below, and the supervisor stops
             if not reached:
-                wait = backoff.next()
+                wait, waking = backoff.next(), None  # the backoff is waited out whatever the workers do
                 last = RemoteState(False, arbiter.said, round(wait, 1))
                 reports.put(last)
                 continue
@@ -169,9 +169,10 @@ def watch_main(
             if now_held != held:
                 changed = time.monotonic()
             held = now_held
+            busy = swarm.index.busy(job)
             all_running = siblings is not None and not siblings.any_idle()
-            wait = next_wait(swarm.index.busy(job), all_running, time.monotonic() - changed)
-            waking = siblings if all_running else None
+            wait = next_wait(busy, all_running, time.monotonic() - changed)
+            waking = siblings if busy and all_running else None
     except KeyboardInterrupt:
         return
     finally:

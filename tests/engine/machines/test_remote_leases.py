@@ -250,6 +250,11 @@ def test_backoff_is_jittered_and_capped() -> None:
     assert backoff.next() <= 0.1
 
 
+def test_backoff_after_hours_of_failures_still_waits_its_cap() -> None:
+    backoff = Backoff(base=0.5, cap=5.0, failures=5000)  # 2.0**5000 would overflow a float
+    assert 2.5 <= backoff.next() <= 5.0
+
+
 def test_siblings_reserve_idle_workers_once() -> None:
     siblings = Siblings(3)
     for slot, name in enumerate(("x.w1", "x.w2", "x.w3")):

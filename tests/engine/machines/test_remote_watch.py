@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import threading
 import time
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,9 +18,11 @@ from gitswarm.engine.machines.remote_watch import (
     PROMPT_SECONDS,
     QUIET_SYNC_SECONDS,
     SYNC_SECONDS,
+    RemoteWatch,
     next_wait,
     pause,
 )
+from tests.engine.machines.test_remote_leases import Clock, make_clones
 
 
 def test_a_waiting_worker_sees_the_others_finishes_within_a_quarter_second() -> None:
@@ -71,7 +75,7 @@ def test_a_worker_that_turned_idle_before_the_busy_wait_began_ends_it_at_once() 
     siblings, stopped = _crew([True, False]), multiprocessing.get_context("fork").Event()
     started = time.monotonic()
     assert pause(stopped, BUSY_SYNC_SECONDS, siblings) is False
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 1.0  # not the five seconds it was to wait
 
 
 def test_the_watch_stops_when_told_whatever_its_workers_do() -> None:
@@ -90,3 +94,29 @@ def test_a_machine_with_a_waiting_worker_waits_its_whole_pace() -> None:
     assert pause(stopped, 0.3) is False  # a worker waits already: the wait is the prompt pace, not to be cut
     assert time.monotonic() - started >= 0.29
 
+
+
+def test_a_remote_gone_while_a_worker_waits_is_tried_again_with_backoff_not_in_a_loop(tmp_path: Path) -> None:
+    """The watch's last good fetch found every worker running (its wait ends when one waits); then the remote
+    stops answering and a worker turns idle: the backoff is waited out, not cut short round after round."""
+    bare, swarms, job = make_clones(tmp_path, Clock())
+    for swarm in swarms:
+        swarm.close()
+    siblings = _crew([True, True])
+    watch = RemoteWatch(str(tmp_path / "b"), "origin", 2.0, job, frozenset({"origin"}), siblings)
+    watch.start()
+    try:
+        time.sleep(1.5)  # the first round fetched (the job's four tasks are queued): the busy wait began
+        bare.rename(tmp_path / "gone.git")
+        siblings.idle(1)
+        time.sleep(2.5)
+        rounds = 0
+        while rounds < 50:
+            try:
+                report = watch.reports.get(timeout=0.5)
+            except queue.Empty:
+                break
+            rounds += not report.reachable
+        assert 1 <= rounds <= 8  # backoff from 0.5 s: a handful of tries in 2.5 s, not one after another
+    finally:
+        watch.stop()
