@@ -11,8 +11,8 @@ own (a machine). The first machine submits the job
 `gitswarm --json work --remote origin --trust origin -j 2 --until-idle --job JOB`
 at once, each in a session of its own. Only the CLI is driven, so the
 benchmark measures whatever layout of claims the engine uses. All of it
-shares this computer's cores and disk: where creating a file is slow (a
-virtual disk can take 100-200 us of CPU a file, against ~5 on a local SSD;
+shares this computer's cores and disk: where creating a file is slow (the
+virtual disk measured took 10-270 us of CPU a file, a tmpfs 3;
 each task writes ~9 git objects on its machine, again on the remote, again
 on every machine that fetches them), `--scratch /dev/shm` shows what the
 disk costs.

@@ -138,7 +138,7 @@ def work(swarm: Swarm, options: WorkOptions, on_event: EventSink, trust: tuple[s
     touched = Supervisor(swarm, options, on_event).run()
     jobs = [options.job] if options.job else sorted(touched)
     # What the other machines finished too, before summing up. A job finished here is summarized from what the
-    # watch fetched last (a second old at most): its summary is offered to the remote, and were the job retried
+    # watch fetched last (seconds old at most): its summary is offered to the remote, and were the job retried
     # elsewhere since, the next finish of it summarizes it again.
     unfinished = [job for job in jobs if (row := swarm.index.job(job)) is not None and row["status"] not in FINISHED]
     if remote is not None and unfinished:

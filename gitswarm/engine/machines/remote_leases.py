@@ -51,18 +51,21 @@ def home_worker(workers: Sequence[str], task: str) -> str:
     return max(workers, key=lambda worker: hashlib.blake2b(f"{worker}\0{task}".encode(), digest_size=8).digest(), default="")
 
 
-def _hash(*parts: str) -> int:
+def _order_hash(*parts: str) -> int:
     return int.from_bytes(hashlib.blake2b("\0".join(parts).encode(), digest_size=8).digest(), "big")
 
 
 def claim_order(me: str, home: str, task: str) -> tuple[bool, int, int]:
-    """Where `task` (whose home worker is `home`) comes in worker `me`'s choice, lowest first: its own tasks
-    first, in its own order (a hash of its name and the task's); then another's, taken from the end of that worker's order, which every
-    machine computes alike (stealing from the back: the thief and the owner meet only at the owner's last task,
-    however stale the thief's view), of the worker it prefers to take from (so two thieves rarely want one task)."""
+    """Where `task` (whose home worker is `home`) comes in worker `me`'s choice, lowest first.
+
+    Its own tasks first, in its own order (a hash of its name and the task's). Then another's, from the end of
+    that worker's order, which every machine computes alike: the owner works from the front, so the two meet
+    only at the owner's last task, however stale the thief's view. Of the workers it could take from, each
+    thief prefers one of its own (a hash of both names), so thieves spread while several have tasks left; at a
+    job's very end they want the same last tasks, and the remote decides."""
     if home == me or not home:
-        return False, 0, _hash("turn", me, task)
-    return True, -_hash("victim", me, home), -_hash("turn", home, task)
+        return False, 0, _order_hash("turn", me, task)
+    return True, -_order_hash("victim", me, home), -_order_hash("turn", home, task)
 
 
 class RemoteUnavailable(WorkFailed):
@@ -389,9 +392,9 @@ class RemoteLedger(Ledger):
             ops: list[Op] = [op]
             picked[0] = None
             builds[0] += 1
-            # Refused once, the finish goes alone: the claim is what another machine beat it to (the finish's own
-            # ref moves only with its lease), and at a job's end, where the last queued tasks are everyone's to
-            # take, a claim refused again and again would hold back the finish that ends the job.
+            # Built again (refused, or waited for), the finish goes alone: a refusal is most often the claim another
+            # machine beat it to (the finish's own ref moves only with its lease), and at a job's end, where the last
+            # queued tasks are everyone's to take, a claim refused again and again would hold back the job's end.
             if ask is not None and builds[0] == 1:
                 after = apply(op, snapshot.state, snapshot.task)
                 pick = self._pick(now, ask.job, after, lease.job, ask.exclude, ask.skip_jobs | self.arbiter.refused_jobs())

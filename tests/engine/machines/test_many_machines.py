@@ -217,7 +217,7 @@ def test_the_remote_down_for_ten_seconds_loses_nothing(machines: list[Machine], 
     assert_converged(machines, daemon, job)
 
 
-def test_a_cancel_made_elsewhere_stops_a_busy_machine_within_its_watch_pace(
+def test_a_cancel_made_elsewhere_stops_a_busy_machine_s_tasks_within_seconds(
     machines: list[Machine], daemon: GitDaemon, tmp_path: Path,
 ) -> None:
     # Every worker of m0 runs a task, so its watch fetches only every BUSY_SYNC_SECONDS (engine/machines/remote_watch.py):

@@ -366,19 +366,23 @@ def test_a_worker_joining_takes_tasks_only_from_the_others_shares(workers: list[
 names = st.text("abcdefgh.-0123", min_size=3, max_size=12)
 
 
-@settings(max_examples=60, deadline=None)
-@given(me=names, other=names, count=st.integers(1, 80), lag=st.integers(0, 6))
-def test_a_worker_takes_its_own_tasks_first_and_another_s_from_the_end_of_its_order(me: str, other: str, count: int, lag: int) -> None:
-    """claim_order: a worker's own tasks before any other's; of another worker's, the last in that worker's own
-    order first, so a thief whose view is `lag` claims behind never takes one the owner already took but its last."""
-    assume(me != other)
+@settings(max_examples=80, deadline=None)
+@given(me=names, owner=names, count=st.integers(1, 80), taken=st.integers(0, 79), lag=st.integers(0, 80), mine=st.integers(0, 3))
+def test_a_worker_takes_its_own_tasks_first_and_another_s_from_the_end_of_its_order(
+    me: str, owner: str, count: int, taken: int, lag: int, mine: int,
+) -> None:
+    """claim_order: a worker's own tasks before any other's; of another worker's, the last in that worker's order.
+    The owner took its first `taken` tasks and the thief's view still holds the last `lag` of them: whatever the
+    lag, the thief never takes a task the owner took, while the owner has one left."""
+    assume(me != owner and taken < count)
     tasks = [f"job/t{n}" for n in range(count)]
-    assert max(claim_order(me, me, task) for task in tasks) < min(claim_order(me, other, task) for task in tasks)
-    owners_turns = sorted(tasks, key=lambda task: claim_order(other, other, task))
-    for taken in range(count):  # the owner took its first `taken` tasks; the thief saw all but the last `lag` of them
-        seen_queued = owners_turns[max(0, taken - lag) :]
-        stolen = min(seen_queued, key=lambda task: claim_order(me, other, task))
-        assert stolen == owners_turns[-1]  # never one the owner took while the thief did not know
+    own = [f"job/m{n}" for n in range(mine)]
+    if own:
+        assert min([*tasks, *own], key=lambda task: claim_order(me, me if task in own else owner, task)) in own
+    owners_order = sorted(tasks, key=lambda task: claim_order(owner, owner, task))  # the owner works from the front
+    view = owners_order[max(0, taken - lag) :]
+    stolen = min(view, key=lambda task: claim_order(me, owner, task))
+    assert stolen == owners_order[-1] and stolen not in owners_order[:taken]
 
 
 def test_thieves_spread_over_the_workers_they_take_from() -> None:
