@@ -266,7 +266,7 @@ class RemoteLedger(Ledger):
             home = self._home(s.job_id)
             rows = [row for row in self.index.db.execute(query, params) if s.task(row[1]).state is TaskState.QUEUED]
             granted[:] = []
-            for owner in owners:  # each its own task first (by priority), in this worker's order
+            for owner in owners:  # each its own task first (by priority), in its own order (claim_order)
                 if not rows:
                     break
 
