@@ -170,8 +170,14 @@ def main(argv: list[str]) -> int:
         return 127
     for signum in pending:
         forward(signum, None)
+    # The serving threads never take a forwarded signal: one the kernel handed to a thread blocked in accept()
+    # left the main thread asleep in waitpid, its handler never run, the child never told (seen under load).
+    # A thread starts with its creator's mask: blocked while they are started, then open again here alone.
+    signals = {getattr(_signal, name) for name in FORWARDED}
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, signals)
     for listener, tunnel_to in served:
         _thread.start_new_thread(_serve, (listener, path, tunnel_to))
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, signals)
     _, status = posix.waitpid(child[0], 0)
     if posix.WIFSIGNALED(status):  # die of the same signal, as the child did
         died = posix.WTERMSIG(status)
