@@ -68,14 +68,14 @@ def test_the_watch_of_a_busy_machine_wakes_as_soon_as_a_worker_waits_for_work() 
     threading.Timer(0.2, siblings.idle, args=(1,)).start()
     started = time.monotonic()
     assert pause(stopped, BUSY_SYNC_SECONDS, siblings) is False
-    assert 0.15 < time.monotonic() - started < 1.0  # not the five seconds it was to wait
+    assert 0.15 < time.monotonic() - started < 2.5  # not the five seconds it was to wait
 
 
 def test_a_worker_that_turned_idle_before_the_busy_wait_began_ends_it_at_once() -> None:
     siblings, stopped = _crew([True, False]), multiprocessing.get_context("fork").Event()
     started = time.monotonic()
     assert pause(stopped, BUSY_SYNC_SECONDS, siblings) is False
-    assert time.monotonic() - started < 1.0  # not the five seconds it was to wait
+    assert time.monotonic() - started < 2.5  # not the five seconds it was to wait
 
 
 def test_the_watch_stops_when_told_whatever_its_workers_do() -> None:
@@ -85,7 +85,7 @@ def test_the_watch_stops_when_told_whatever_its_workers_do() -> None:
         threading.Timer(0.1, stopped.set).start()
         started = time.monotonic()
         assert pause(stopped, BUSY_SYNC_SECONDS, siblings) is True
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 2.5  # not the five seconds
 
 
 def test_a_machine_with_a_waiting_worker_waits_its_whole_pace() -> None:
