@@ -161,8 +161,9 @@ def main(argv: list[str]) -> int:
         except ProcessLookupError:
             pass
 
-    for name in FORWARDED:
-        _signal.signal(getattr(_signal, name), forward)
+    signals = {getattr(_signal, name) for name in FORWARDED}
+    for signum in signals:
+        _signal.signal(signum, forward)
     try:
         child.append(posix.posix_spawnp(command[0], command, posix.environ))
     except OSError as exc:
@@ -173,7 +174,6 @@ def main(argv: list[str]) -> int:
     # The serving threads never take a forwarded signal: one the kernel handed to a thread blocked in accept()
     # left the main thread asleep in waitpid, its handler never run, the child never told (seen under load).
     # A thread starts with its creator's mask: blocked while they are started, then open again here alone.
-    signals = {getattr(_signal, name) for name in FORWARDED}
     _signal.pthread_sigmask(_signal.SIG_BLOCK, signals)
     for listener, tunnel_to in served:
         _thread.start_new_thread(_serve, (listener, path, tunnel_to))

@@ -48,10 +48,11 @@ def home_worker(workers: Sequence[str], task: str) -> str:
     """The worker whose `task` is, of `workers` ("" when none): the one whose hash with it ranks highest
     (rendezvous hashing). Every machine that knows the same workers agrees, each worker gets about an equal
     share, and a worker joining takes tasks only from the others' shares, never moves one between them."""
-    return max(workers, key=lambda worker: hashlib.blake2b(f"{worker}\0{task}".encode(), digest_size=8).digest(), default="")
+    return max(workers, key=lambda worker: _order_hash(worker, task), default="")
 
 
 def _order_hash(*parts: str) -> int:
+    """The parts, joined by NULs, hashed into a rank every machine computes alike."""
     return int.from_bytes(hashlib.blake2b("\0".join(parts).encode(), digest_size=8).digest(), "big")
 
 
