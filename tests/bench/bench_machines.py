@@ -1,8 +1,8 @@
 """Many machines, one job: wall/ideal, refused pushes, tasks and CPU per machine, for M machines (issue 31).
 
     python tests/bench/bench_machines.py [--machines 1,2,3,4,6] [--tasks 60] [--seconds 1]
-                                         [--trivial 200] [--trivial-machines 1,3,6] [--repeat 1] [--quick]
-                                         [--scratch DIR]
+                                         [--trivial 200] [--trivial-machines 1,3,6] [--alone 3] [--repeat 1]
+                                         [--quick] [--scratch DIR]
 
 Each configuration gets a fresh `git daemon` on 127.0.0.1 serving a bare
 repository and M fresh clones of it, each with a home and git config of its
@@ -58,6 +58,19 @@ Figures, per configuration (medians over --repeat runs):
   the CPU per task measured at 3 machines (and at one): where every machine
   and the remote share this computer's cores, a rate above cores / CPU per
   task is out of reach whatever the layout.
+- merges per task: the merge commits in the job's history (on the first
+  machine, after its pull): each one a clone's two tips of the job joined
+  (another machine's claims fetched, or a sibling worker's push that landed
+  while this one's was in flight), each its own tree and commit on the
+  machine, pushed, unpacked on the remote and fetched by the others.
+- the share-nothing ceiling (`--alone 3`, default; 0: none): 3 machines,
+  each with a remote of its own (a bare repository on the same daemon)
+  and a job of its own of a third of the trivial tasks, all working at once:
+  the same computer, cores and disk, and the same work per task as one
+  machine alone, with nothing of one machine's touching another's. No layout
+  of claims makes 3 machines sharing one job faster than that, so its rate
+  against one machine's is the most the trivial target can show here, and
+  the gap between it and the shared job's is the cost of sharing.
 - baseline, same run, same daemon: one plain `git push` of a one-commit update
   to a branch, then one `git fetch` of it into another clone (medians of a few
   rounds before each configuration), so the figures can be read against what
@@ -166,6 +179,8 @@ class Run:
     writes: Counter[str] = field(default_factory=Counter)  # accepted operations by kind, from the job's history
     pushes: Counter[str] = field(default_factory=Counter)  # accepted, refused, failed
     fetches: int = 0
+    commits: int = 0  # in the job's history on the first machine after every machine exited and it pulled
+    merges: int = 0  # of those, merge commits: two tips of the job, written by a machine to hold both
     reasons: Counter[str] = field(default_factory=Counter)  # why refused pushes were refused
     failures: list[str] = field(default_factory=list)
 
@@ -185,7 +200,7 @@ class Run:
 class Cluster:
     """A daemon, a seed commit on its main branch, M machine clones (git shim on PATH) and two baseline clones."""
 
-    def __init__(self, root: Path, count: int, shim_dir: Path) -> None:
+    def __init__(self, root: Path, count: int, shim_dir: Path, alone: bool = False) -> None:
         self.root = root
         root.mkdir()
         self.daemon = GitDaemon(root, dict(os.environ))
@@ -219,6 +234,11 @@ class Cluster:
                 "BENCH_GIT_LOG": str(root / f"git-{name}.log"),
             }
             git(root, "clone", "-q", self.daemon.url, str(root / name), env=env)
+            if alone:  # a bare repository of its own on the same daemon, the seed pushed to it
+                git(root, "init", "-q", "--bare", "-b", "main", f"alone-{name}.git")
+                url = self.daemon.url.replace("/swarm.git", f"/alone-{name}.git")
+                git(root / name, "push", "-q", url, "main", env=env)
+                git(root / name, "remote", "set-url", "origin", url, env=env)
             self.machines.append(Machine(name, root / name, env, root / f"git-{name}.log", root / f"out-{name}"))
 
     def close(self) -> None:
@@ -269,6 +289,7 @@ def run_once(
         first.gitswarm("pull", "origin")
         history = json.loads(first.gitswarm("--json", "log", job))["events"]
         run.writes = Counter(e["op"] for e in history)
+        run.commits, run.merges = merge_count(first, job)
         expired = {e.get("task") for e in history if e["op"] == "expired"}
         starts = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
         started = Counter(task for _, task, _ in starts)
@@ -277,18 +298,7 @@ def run_once(
         run.never = tasks - len(started)
         where = Counter(machine for _, _, machine in starts)
         run.ran = [where[m.name] for m in cluster.machines]
-        for m in cluster.machines:
-            for line in m.gitlog.read_text().splitlines() if m.gitlog.exists() else []:
-                kind, code, refused, *reason = line.split(" ", 3)
-                if kind == "fetch":
-                    run.fetches += 1
-                elif code == "0":
-                    run.pushes["accepted"] += 1
-                elif refused != "0":
-                    run.pushes["refused"] += 1
-                    run.reasons[" ".join(reason).strip() or "?"] += 1
-                else:
-                    run.pushes["failed"] += 1
+        count_git(cluster.machines, run)
         if run.twice_unexplained or run.never:  # a command may run again only where its lease was lost
             run.failures.append(f"{run.twice_unexplained} tasks started twice with no lease expired, {run.never} never")
         if not run.accepted_writes:
@@ -298,16 +308,70 @@ def run_once(
     return run, baseline
 
 
-def work(machines: list[Machine], job: str, run: Run, deadline: float) -> None:
-    """Start every machine's `work` at once; reap each with wait4 (its rusage, children included)."""
+def count_git(machines: list[Machine], run: Run) -> None:
+    """The pushes (accepted, refused, failed; why refused) and fetches the machines' shims logged."""
+    for m in machines:
+        for line in m.gitlog.read_text().splitlines() if m.gitlog.exists() else []:
+            kind, code, refused, *reason = line.split(" ", 3)
+            if kind == "fetch":
+                run.fetches += 1
+            elif code == "0":
+                run.pushes["accepted"] += 1
+            elif refused != "0":
+                run.pushes["refused"] += 1
+                run.reasons[" ".join(reason).strip() or "?"] += 1
+            else:
+                run.pushes["failed"] += 1
+
+
+def merge_count(machine: Machine, job: str) -> tuple[int, int]:
+    """The commits of `job`'s history on `machine`, and how many of them are merge commits."""
+    parents = git(machine.path, "rev-list", "--parents", f"refs/swarm/jobs/{job}").splitlines()
+    return len(parents), sum(1 for line in parents if line.count(" ") > 1)
+
+
+def run_alone(parent: Path, shim_dir: Path, label: str, machines: int, tasks: int) -> Run:
+    """The share-nothing ceiling: M machines on this computer, each working a job of its own (tasks / M trivial
+    tasks) through a remote of its own (a bare repository on one daemon): what M machines do here when no
+    claim, fetch or merge of theirs touches another's, the most any layout of claims could reach."""
+    cluster = Cluster(parent / label, machines, shim_dir, alone=True)
+    run = Run(machines, tasks, 0.0)
+    try:
+        jobs = []
+        for i, m in enumerate(cluster.machines):
+            spec = cluster.root / f"spec-{m.name}.toml"
+            spec.write_text(spec_text(tasks // machines + (i < tasks % machines), 0.0, cluster.root / "ran.log"))
+            jobs.append(json.loads(m.gitswarm("--json", "submit", "--remote", "origin", str(spec)))["id"])
+            m.gitlog.unlink(missing_ok=True)  # the submit's push is not the work's
+        daemon_before = cluster.daemon.cpu_seconds()
+        work(cluster.machines, jobs, run, deadline=300 + tasks * 0.5)
+        run.remote_cpu = cluster.daemon.cpu_seconds() - daemon_before
+        count_git(cluster.machines, run)
+        for m, job in zip(cluster.machines, jobs):
+            commits, merges = merge_count(m, job)
+            run.commits, run.merges = run.commits + commits, run.merges + merges
+        log = cluster.root / "ran.log"
+        starts = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        where = Counter(machine for _, _, machine in starts)
+        run.ran = [where[m.name] for m in cluster.machines]
+        if sum(run.ran) != tasks:
+            run.failures.append(f"share-nothing: {sum(run.ran)} tasks started of {tasks}")
+    finally:
+        cluster.close()
+    return run
+
+
+def work(machines: list[Machine], job: str | list[str], run: Run, deadline: float) -> None:
+    """Start every machine's `work` at once (on `job`, or each on its own of a list); reap each with wait4
+    (its rusage, children included)."""
     argv = [sys.executable, "-m", "gitswarm", "--json", "work", "--remote", "origin", "--trust", "origin",
-            "-j", str(WORKERS), "--until-idle", "--job", job]
+            "-j", str(WORKERS), "--until-idle", "--job"]
     started = time.monotonic()
     running: dict[int, int] = {}  # pid -> machine index
     for i, m in enumerate(machines):
         with open(m.out, "wb") as out:
-            process = subprocess.Popen(argv, cwd=m.path, env=m.env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                       start_new_session=True)
+            process = subprocess.Popen([*argv, job if isinstance(job, str) else job[i]], cwd=m.path, env=m.env,
+                                       stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
         running[process.pid] = i
         process.returncode = 0  # reaped below with os.wait4, not by Popen
     run.exits = [0] * len(machines)
@@ -343,6 +407,22 @@ def per_machine(runs: list[Run], attr: str, fmt: str) -> str:
     return " ".join(format(median(list(c)), fmt) for c in columns)
 
 
+def trivial_row(label: str, runs: list[Run], one: float) -> tuple[str, ...]:
+    """A row of the trivial tasks' table: `one` is one machine's tasks/s."""
+    rate = median([r.tasks / r.wall for r in runs])
+    return (
+        label, f"{median([r.wall for r in runs]):.1f}", f"{rate:.1f}", f"{rate / one:.2f}",
+        f"{median([r.refused_per_write for r in runs]):.2f}" if runs[0].accepted_writes else "-",
+        f"{median([(r.pushes['accepted'] + r.pushes['refused']) / r.tasks for r in runs]):.2f}",
+        f"{median([r.merges / r.tasks for r in runs]):.2f}",
+        f"{median([r.fetches for r in runs]):.0f}",
+        per_machine(runs, "ran", ".0f"), per_machine(runs, "cpu", ".1f"),
+        f"{median([r.remote_cpu for r in runs]):.1f}",
+        f"{median([(sum(r.cpu) + r.remote_cpu) / r.tasks * 1000 for r in runs]):.0f}",
+        f"{median([(sum(r.cpu) + r.remote_cpu) / r.wall for r in runs]):.2f}",
+    )
+
+
 def verdict(ok: bool | None) -> str:
     return "not measured" if ok is None else ("met" if ok else "NOT MET")
 
@@ -356,6 +436,9 @@ def main() -> None:
     parser.add_argument("--trivial-machines", default="1,3,6")
     parser.add_argument("--repeat", type=int, default=1, help="runs per configuration; medians")
     parser.add_argument("--quick", action="store_true", help="a smoke check: 1 and 3 machines, 12 x 0.5 s, 40 trivial")
+    parser.add_argument("--alone", type=int, default=3,
+                        help="the share-nothing ceiling: this many machines, each on a job and a remote of its own "
+                             "(the trivial tasks split among them); 0: none")
     parser.add_argument("--scratch", default=None,
                         help="where the remote and the clones live (default: the system's temporary directory); "
                              "a tmpfs such as /dev/shm takes the disk's cost of creating files out of the figures")
@@ -374,6 +457,7 @@ def main() -> None:
     baseline: list[tuple[float, float]] = []
     sleeping: dict[int, list[Run]] = {m: [] for m in counts}
     trivial: dict[int, list[Run]] = {m: [] for m in trivial_counts}
+    alone: list[Run] = []
     began = time.monotonic()
     for rep in range(args.repeat):
         for m in counts:
@@ -388,6 +472,10 @@ def main() -> None:
             baseline += base
             print(f"  [{time.monotonic() - began:5.0f} s] {m} machines, {args.trivial} x true: {run.wall:.1f} s",
                   file=sys.stderr, flush=True)
+        if args.trivial and args.alone:
+            alone.append(run_alone(parent, shim_dir, f"alone-{rep}", args.alone, args.trivial))
+            print(f"  [{time.monotonic() - began:5.0f} s] {args.alone} machines sharing nothing, {args.trivial} x true: "
+                  f"{alone[-1].wall:.1f} s", file=sys.stderr, flush=True)
 
     push = median([p for p, _ in baseline])
     fetch = median([f for _, f in baseline])
@@ -413,21 +501,16 @@ def main() -> None:
         print()
         print(f"{args.trivial} trivial tasks (`true`), {WORKERS} workers per machine")
         one = median([args.trivial / r.wall for r in trivial[min(trivial)]])
-        rows = []
-        for m, runs in trivial.items():
-            rate = median([args.trivial / r.wall for r in runs])
-            rows.append((
-                str(m), f"{median([r.wall for r in runs]):.1f}", f"{rate:.1f}", f"{rate / one:.2f}",
-                f"{median([r.refused_per_write for r in runs]):.2f}",
-                f"{median([(r.pushes['accepted'] + r.pushes['refused']) / r.tasks for r in runs]):.2f}",
-                f"{median([r.fetches for r in runs]):.0f}",
-                per_machine(runs, "ran", ".0f"), per_machine(runs, "cpu", ".1f"),
-                f"{median([r.remote_cpu for r in runs]):.1f}",
-                f"{median([(sum(r.cpu) + r.remote_cpu) / r.tasks * 1000 for r in runs]):.0f}",
-                f"{median([(sum(r.cpu) + r.remote_cpu) / r.wall for r in runs]):.2f}",
-            ))
-        print_table(("M", "wall s", "tasks/s", f"vs M={min(trivial)}", "refused/write", "pushes/task", "fetches", "tasks per machine",
+        rows = [trivial_row(str(m), runs, one) for m, runs in trivial.items()]
+        if alone:  # each machine on a job and a remote of its own: nothing of one touches another's
+            rows.append(trivial_row(f"{args.alone} alone", alone, one))
+        print_table(("M", "wall s", "tasks/s", f"vs M={min(trivial)}", "refused/write", "pushes/task", "merges/task", "fetches",
+                     "tasks per machine",
                      "CPU s per machine", "remote CPU s", "CPU ms/task", "CPU s/wall s"), rows)
+        if alone:
+            print(f"{args.alone} alone: {args.alone} machines sharing nothing, each working {args.trivial // args.alone}-"
+                  f"{-(-args.trivial // args.alone)} of the tasks as a job of its own through a remote of its own, all at once on "
+                  "this computer: the most any layout of claims could reach here")
         if trivial.get(1) and trivial.get(3):
             # What the target asks of the cores, the machines and the remote sharing them here: tasks/s times CPU
             # per task. Above the cores there are, no layout of claims reaches it on this machine at that cost.
@@ -438,7 +521,7 @@ def main() -> None:
             print(f"1.5x one machine's rate ({wanted:.1f} tasks/s) takes {wanted * cpu_per_task(trivial[3]):.1f} cores at 3 machines' "
                   f"CPU per task, {wanted * cpu_per_task(trivial[1]):.1f} at one machine's; this machine has {os.cpu_count()}")
 
-    every = [r for runs in [*sleeping.values(), *trivial.values()] for r in runs]
+    every = [r for runs in [*sleeping.values(), *trivial.values(), alone] for r in runs]
     print()
     reasons = Counter[str]()
     for run in every:
@@ -465,6 +548,9 @@ def main() -> None:
          verdict(None if six is None else six <= 0.5)),
         ("trivial tasks, 3 machines: tasks/s >= 1.5x one machine's", "-" if gain is None else f"{gain:.2f}x",
          verdict(None if gain is None else gain >= 1.5)),
+        *([(f"  (the ceiling here: {args.alone} machines sharing nothing)",
+            f"{median([args.trivial / r.wall for r in alone]) / median([args.trivial / r.wall for r in trivial[1]]):.2f}x", "")]
+          if alone and trivial.get(1) else []),
     ])
 
     failures = [f"{r.machines} machines, {r.tasks} tasks: {f}" for r in every for f in r.failures]
