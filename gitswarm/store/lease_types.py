@@ -12,8 +12,9 @@ from typing import NamedTuple, Protocol
 import msgspec
 
 from gitswarm.model.artifacts import Artifact
+from gitswarm.model.errors import LeaseLost
 from gitswarm.model.ops import Holder, Op
-from gitswarm.model.records import Task, TaskSpec
+from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
@@ -142,3 +143,13 @@ def granted_lease(snapshot: Snapshot, change: Change, task_id: str, owner: str, 
         spec=task.spec,
         base=snapshot.job.base,
     )
+
+
+def require_held(snapshot: Snapshot, lease: Lease) -> None:
+    """Raise LeaseLost unless the task is still running under `lease` in `snapshot`."""
+    task = snapshot.task(lease.task)
+    if task.state is not TaskState.RUNNING or task.claims != lease.token or task.owner != lease.owner:
+        raise LeaseLost(
+            f"{lease.job}/{lease.task}: lease {lease.token} is no longer held (the task is {task.state.value}"
+            + (f", claimed by {task.owner}" if task.owner and task.owner != lease.owner else "") + "); result refused"
+        )

@@ -125,8 +125,9 @@ class Supervisor:
         self.watch: RemoteWatch | None = None
         self.siblings: Siblings | None = None
         self.slots: dict[str, int] = {}  # worker owner -> its seat among its siblings, or its group-commit slot
-        # Where the workers post finishes and claims for each other to write (on this repository alone).
-        self.group = Slots(options.workers) if options.remote is None else None
+        # Where the workers post finishes and claims for each other to write (store/group_commit.py; through a
+        # remote, finishes for each other to push: engine/machines/finish_group.py).
+        self.group = Slots(options.workers)
         self.remote_state: RemoteState | None = None
         # The workers to keep: all N with a remote (each claim waits on a push), else as many as there are cores
         # until every one holds a task with more queued (_more_wanted).

@@ -82,7 +82,7 @@ def worker_main(
     supervised = (lambda: True) if supervisor is None else (lambda: os.getppid() == supervisor)
     swarm = Swarm(path)
     swarm.ledger.trusted_remotes = options.worker.trusted_remotes
-    swarm.ledger.group = group
+    swarm.ledger.group = group if options.remote is None else None  # through a remote, the remote ledger's
     workdir = swarm.repo.workdir or Path(path)
 
     def on_adapter(pgid: int) -> None:
@@ -94,7 +94,7 @@ def worker_main(
     if options.remote is not None:  # this machine's workers claim for each other, and say why pushes do not land
         o = worker_options
         ask = Ask(owner, o.lease, o.job, o.exclude, o.skip_jobs)
-        ledger, pipeline = remote_work_module().worker_leases(swarm, options.remote, options.clock_skew, ask, crew)
+        ledger, pipeline = remote_work_module().worker_leases(swarm, options.remote, options.clock_skew, ask, crew, group)
     worker = Worker(ledger, workdir, owner, worker_options, on_adapter=on_adapter, supervised=supervised, pipeline=pipeline)
     idle = IDLE_MIN_SECONDS
     # A sibling may claim for an idle worker through the remote: it looks for that task often.

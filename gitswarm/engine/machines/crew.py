@@ -125,6 +125,11 @@ class Siblings:
         with self.lock:
             return any(self.state(slot) != BUSY for slot in range(self.slots))
 
+    def busy_others(self, slot: int) -> int:
+        """How many workers besides `slot` are busy (running a task, or claiming)."""
+        with self.lock:
+            return sum(1 for other in range(self.slots) if other != slot and self.state(other) == BUSY)
+
     def busy(self, slot: int) -> None:
         with self.lock:
             self._set_state(slot, BUSY)

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import msgspec
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
+from gitswarm.engine.machines.finish_group import PUSH_DIR, GroupedFinish
 from gitswarm.model.artifacts import Artifact, Patch, artifact_id
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
@@ -33,6 +35,8 @@ from gitswarm.model.ops import ArtifactsRecorded, Holder, LeaseExpired, LeaseRen
 from gitswarm.model.records import Task, TaskSpec, TaskState
 from gitswarm.model.reducer import Change, apply
 from gitswarm.store.jobs import Snapshot
+from gitswarm.store.lease_finish import Pending
+from gitswarm.store.lease_types import require_held
 from gitswarm.store.leases import LAPSED, STOPPED, Ask, Built, Lease, Ledger, Result, granted_lease
 
 LEASE_GRACE_SECONDS = 10.0  # added to a task's timeout: the run ends, then its result is written
@@ -78,7 +82,7 @@ class RemoteRejected(WorkFailed):
     no right to push); nothing was written anywhere."""
 
 
-class RemoteLedger(Ledger):
+class RemoteLedger(Ledger, GroupedFinish):
     """`Leases` decided by a git remote (`work --remote`): each transition a push the remote accepts."""
 
     # Every machine sees the others' claims only at its next fetch (seconds old, while all its workers are
@@ -213,6 +217,27 @@ class RemoteLedger(Ledger):
 
         return home
 
+    def push_lock(self) -> Path:
+        """This machine's lock on pushing finishes to its remote (engine/machines/finish_group.py)."""
+        return self.refs.repo.common_dir / "gitswarm" / PUSH_DIR / f"{self.arbiter.key}.lock"
+
+    def _next_claim(self, pending: Pending, ask: Ask, now: float) -> str | None:
+        """Add to `pending` (a commit being built) the claim of the task `ask` takes next in its job, seeing the
+        commit's finishes and claims so far; the task, or None when there is none to claim there."""
+        snapshot = pending.snapshot
+        self._me = ask.owner
+        pick = self._pick(now, ask.job, pending.change(), snapshot.job_id, ask.exclude, ask.skip_jobs | self.arbiter.refused_jobs())
+        if pick is None or pick[0] != snapshot.job_id or exhausted(snapshot.job, pending.state, now) is not None:
+            return None
+        task = pending.task(pick[1])
+        if task.state is not TaskState.QUEUED:  # (the index may have moved past this snapshot)
+            return None
+        try:
+            pending.add(self._claim_op(snapshot, task, ask.owner, ask.ttl, now, after=len(pending.ops)))
+        except InvalidTransition:
+            return None
+        return task.id
+
     def lease_length(self, spec: TaskSpec, ttl: float) -> float:
         """How long a claim of a task holds before it must be renewed: its timeout plus a grace, at most `ttl`."""
         return min(spec.timeout + LEASE_GRACE_SECONDS, ttl)
@@ -329,7 +354,7 @@ class RemoteLedger(Ledger):
         deadline = [lease.expires]
 
         def build(s: Snapshot) -> Built:
-            _own(s, lease)
+            require_held(s, lease)
             deadline[0] = max(now, self.clock()) + self.lease_length(lease.spec, ttl)
             return self.refs.next_op(LeaseRenewed, s, now, task=lease.task, token=lease.token, lease_expires=deadline[0]), ()
 
@@ -353,7 +378,7 @@ class RemoteLedger(Ledger):
         now = self.clock()
 
         def build(s: Snapshot) -> Built:
-            _own(s, lease)
+            require_held(s, lease)
             return self.refs.next_op(
                 LeaseExpired, s, now, task=lease.task, token=lease.token, why=f"{lease.owner} gave it up", attempt_used=False
             ), ()
@@ -380,15 +405,23 @@ class RemoteLedger(Ledger):
         (not `patient`: RemoteUnavailable, and the caller tries again later).
         """
         artifacts = result.artifacts
-        finish = self._finish_builder(lease, result, now)
         self.refs.write_artifacts(artifacts)
+        patches = [a for a in artifacts if isinstance(a, Patch)]
+        if self.group is not None and ask is not None and not patches:
+            try:
+                return self.finish_grouped(lease, result, now, ask)  # with the siblings' (engine/machines/finish_group.py)
+            except (RemoteUnavailable, RemoteRejected):
+                if not patient:
+                    raise
+                # pushed alone, waiting out what kept it from landing
+        finish = self._finish_builder(lease, result, now)
         picked: list[str | None] = [None]
         builds = [0]
         if ask is not None:
             self._me = ask.owner
 
         def build(snapshot: Snapshot) -> Built:
-            _own(snapshot, lease)
+            require_held(snapshot, lease)
             op, _ = finish(snapshot)
             ops: list[Op] = [op]
             picked[0] = None
@@ -408,7 +441,6 @@ class RemoteLedger(Ledger):
                         picked[0] = pick[1]
             return ops, artifacts
 
-        patches = [a for a in artifacts if isinstance(a, Patch)]
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
         try:
             snapshot, change = self.offer(lease.job, build, patient=patient, branch=branch)
@@ -481,14 +513,4 @@ class RemoteLedger(Ledger):
                 break
             expired.append((job, task_id))
         return expired
-
-
-def _own(snapshot: Snapshot, lease: Lease) -> None:
-    """Raise LeaseLost unless the task is still running under this lease in `snapshot`."""
-    task = snapshot.task(lease.task)
-    if task.state is not TaskState.RUNNING or task.claims != lease.token or task.owner != lease.owner:
-        raise LeaseLost(
-            f"{lease.job}/{lease.task}: lease {lease.token} is no longer held (the task is {task.state.value}"
-            + (f", claimed by {task.owner}" if task.owner and task.owner != lease.owner else "") + "); result refused"
-        )
 

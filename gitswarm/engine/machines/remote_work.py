@@ -19,6 +19,7 @@ from gitswarm.engine.machines.crew import Crew, Siblings
 from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.machines.remote_watch import RemoteState, RemoteWatch
 from gitswarm.engine.swarm import Swarm
+from gitswarm.store.group_slots import Seat
 from gitswarm.store.leases import Ask
 
 __all__ = ["Crew", "RemoteState", "RemoteWatch", "Siblings", "machine_owner", "remote_leases", "worker_leases"]
@@ -30,13 +31,16 @@ def remote_leases(swarm: Swarm, remote: str, clock_skew: float) -> RemoteLedger:
 
 
 def worker_leases(
-    swarm: Swarm, remote: str, clock_skew: float, ask: Ask, crew: Crew | None
+    swarm: Swarm, remote: str, clock_skew: float, ask: Ask, crew: Crew | None, group: Seat | None = None,
 ) -> tuple[RemoteLedger, Pipeline | None]:
     """A worker's leases through the remote and, in a crew, the pipeline that claims ahead for it; the
-    crew hears why its pushes do not land."""
+    crew hears why its pushes do not land. With `group` (its slot among its siblings'), its finishes are
+    pushed together with theirs (engine/machines/finish_group.py)."""
     leases = remote_leases(swarm, remote, clock_skew)
     if crew is None:
         return leases, None
+    leases.group = group
+    leases.busy_siblings = functools.partial(crew.siblings.busy_others, crew.slot)
     claiming = Claiming(ask.owner, ask.ttl, ask.job, ask.exclude, ask.skip_jobs, crew.siblings.slots)
     leases.report_problems(functools.partial(crew.siblings.report, crew.slot), functools.partial(crew.siblings.lost_race, crew.slot))
     return leases, Pipeline(leases, claiming, crew, time.time)
