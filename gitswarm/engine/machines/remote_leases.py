@@ -19,7 +19,6 @@ summaries) stay local and travel with the next accepted commit.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -27,13 +26,14 @@ import msgspec
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
 from gitswarm.engine.machines.finish_group import PUSH_DIR, GroupedFinish
+from gitswarm.engine.machines.task_order import claim_order, home_worker
 from gitswarm.model.artifacts import Artifact, Patch, artifact_id
 from gitswarm.model.budget import exhausted
 from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
-from gitswarm.model.ops import ArtifactsRecorded, Holder, LeaseExpired, LeaseRenewed, Op, TaskClaimed, TaskFinished
+from gitswarm.model.ops import ArtifactsRecorded, Holder, LeaseExpired, LeaseRenewed, TaskClaimed, TaskFinished
 from gitswarm.model.records import Task, TaskSpec, TaskState
-from gitswarm.model.reducer import Change, apply
+from gitswarm.model.reducer import Change
 from gitswarm.store.jobs import Snapshot
 from gitswarm.store.lease_finish import Pending
 from gitswarm.store.lease_types import require_held
@@ -46,31 +46,6 @@ REMOTE_CLAIM_SPREAD = 256  # the queued tasks a remote claim ranks (its own orde
 REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep taking them first
 # The operations that move a task's lease: each goes to that task's claim ref on the remote (layout.claim_ref).
 LEASE_OPS = (TaskClaimed, LeaseRenewed, LeaseExpired, TaskFinished)
-
-
-def home_worker(workers: Sequence[str], task: str) -> str:
-    """The worker whose `task` is, of `workers` ("" when none): the one whose hash with it ranks highest
-    (rendezvous hashing). Every machine that knows the same workers agrees, each worker gets about an equal
-    share, and a worker joining takes tasks only from the others' shares, never moves one between them."""
-    return max(workers, key=lambda worker: _order_hash(worker, task), default="")
-
-
-def _order_hash(*parts: str) -> int:
-    """The parts, joined by NULs, hashed into a rank every machine computes alike."""
-    return int.from_bytes(hashlib.blake2b("\0".join(parts).encode(), digest_size=8).digest(), "big")
-
-
-def claim_order(me: str, home: str, task: str) -> tuple[bool, int, int]:
-    """Where `task` (whose home worker is `home`) comes in worker `me`'s choice, lowest first.
-
-    Its own tasks first, in its own order (a hash of its name and the task's). Then another's, from the end of
-    that worker's order, which every machine computes alike: the owner works from the front, so the two meet
-    only at the owner's last task, however stale the thief's view. Of the workers it could take from, each
-    thief prefers one of its own (a hash of both names), so thieves spread while several have tasks left; at a
-    job's very end they want the same last tasks, and the remote decides."""
-    if home == me or not home:
-        return False, 0, _order_hash("turn", me, task)
-    return True, -_order_hash("victim", me, home), -_order_hash("turn", home, task)
 
 
 class RemoteUnavailable(WorkFailed):
@@ -230,7 +205,9 @@ class RemoteLedger(Ledger, GroupedFinish):
         if pick is None or pick[0] != snapshot.job_id or exhausted(snapshot.job, pending.state, now) is not None:
             return None
         task = pending.task(pick[1])
-        if task.state is not TaskState.QUEUED:  # (the index may have moved past this snapshot)
+        # The index may have moved past this snapshot (another process here adopted a commit): a task no longer
+        # queued in it is simply not claimed; a finish never waits on a claim.
+        if task.state is not TaskState.QUEUED:
             return None
         try:
             pending.add(self._claim_op(snapshot, task, ask.owner, ask.ttl, now, after=len(pending.ops)))
@@ -417,29 +394,17 @@ class RemoteLedger(Ledger, GroupedFinish):
         finish = self._finish_builder(lease, result, now)
         picked: list[str | None] = [None]
         builds = [0]
-        if ask is not None:
-            self._me = ask.owner
 
         def build(snapshot: Snapshot) -> Built:
             require_held(snapshot, lease)
-            op, _ = finish(snapshot)
-            ops: list[Op] = [op]
-            picked[0] = None
+            pending = Pending(snapshot)
+            pending.add(finish(snapshot)[0])
             builds[0] += 1
             # Built again (refused, or waited for), the finish goes alone: a refusal is most often the claim another
             # machine beat it to (the finish's own ref moves only with its lease), and at a job's end, where the last
             # queued tasks are everyone's to take, a claim refused again and again would hold back the job's end.
-            if ask is not None and builds[0] == 1:
-                after = apply(op, snapshot.state, snapshot.task)
-                pick = self._pick(now, ask.job, after, lease.job, ask.exclude, ask.skip_jobs | self.arbiter.refused_jobs())
-                if pick is not None and pick[0] == lease.job and exhausted(snapshot.job, after.state, now) is None:
-                    task = after.tasks.get(pick[1]) or snapshot.task(pick[1])
-                    # The index may have moved past this snapshot (another process here adopted a commit):
-                    # a task no longer queued in it is simply not claimed; the finish never waits on a claim.
-                    if task.state is TaskState.QUEUED:
-                        ops.append(self._claim_op(snapshot, task, ask.owner, ask.ttl, now, after=1))
-                        picked[0] = pick[1]
-            return ops, artifacts
+            picked[0] = self._next_claim(pending, ask, now) if ask is not None and builds[0] == 1 else None
+            return pending.ops, artifacts
 
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish
         try:

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from gitswarm.engine.jobs.run import write_summary
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, refusal
 from gitswarm.engine.machines.crew import BUSY, IDLE, PROBLEM_BYTES, RESERVATION_SECONDS, RESERVED, Siblings
-from gitswarm.engine.machines.remote_leases import RemoteLedger, claim_order, home_worker
+from gitswarm.engine.machines.remote_leases import RemoteLedger
+from gitswarm.engine.machines.task_order import claim_order, home_worker
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
 from gitswarm.store import layout
@@ -351,7 +352,7 @@ def test_a_job_retried_elsewhere_since_it_was_seen_finished_is_not_summarized(cl
     joining=st.text("abcdefgh.-0123", min_size=3, max_size=12),
 )
 def test_a_worker_joining_takes_tasks_only_from_the_others_shares(workers: list[str], joining: str) -> None:
-    """Rendezvous hashing (remote_leases.home_worker): a task's home is one of the workers, the same whatever
+    """Rendezvous hashing (task_order.home_worker): a task's home is one of the workers, the same whatever
     their order, and a worker joining takes tasks from the others without moving any between them."""
     tasks = [f"t{n}" for n in range(200)]
     before = {task: home_worker(workers, task) for task in tasks}
