@@ -4,8 +4,10 @@ They are made by the supervisor before it forks its workers: only they share
 them, so nothing in a slot comes from outside this run. No lock of their own
 guards them (a process killed while holding one would stop every other): a
 worker writes only its own slot, and only while it is not waiting; the holder
-of the index's write lock marks what it takes and answers it; a slot's worker
-empties it under that lock. Every write puts the bytes first and the flag
+of the index's write lock (through a remote, of the machine's push lock:
+engine/machines/finish_group.py) marks what it takes and answers it; a
+slot's worker empties it under that lock, or without it once answered, or
+(through a remote, giving up its wait) takes back what is still only posted. Every write puts the bytes first and the flag
 last, with a checksum a reader verifies, so a write torn by a race (a slot
 given to a new worker while a holder answers the dead one's post) is read as
 nothing and never decoded.
@@ -77,7 +79,8 @@ class Slots:
 
 
 class Seat:
-    """One worker's slot, and what the holder of the write lock does with the others'."""
+    """One worker's slot, and what the holder of the write lock (through a remote: of the machine's push lock,
+    engine/machines/finish_group.py) does with the others'."""
 
     def __init__(self, slots: Slots, slot: int) -> None:
         self.slots = slots
@@ -98,6 +101,32 @@ class Seat:
         answer = slots.read(self.slot) if slots.flag(self.slot) == ANSWERED else None
         slots.mark(self.slot, EMPTY)
         return answer if isinstance(answer, Answer) and answer.of == of else None
+
+    def answered(self, of: tuple[str, str, int]) -> Answer | None:
+        """Without the lock: the answer to this worker's post `of`, when there is one (the slot is then emptied).
+        Safe: once a post is answered, nobody but its worker writes the slot."""
+        slots = self.slots
+        if slots.flag(self.slot) != ANSWERED:
+            return None
+        answer = slots.read(self.slot)
+        if not isinstance(answer, Answer) or answer.of != of:
+            return None
+        slots.mark(self.slot, EMPTY)
+        return answer
+
+    def in_flight(self, of: tuple[str, str, int]) -> bool:
+        """Without the lock: whether this worker's post `of` was taken by a holder that has not answered yet."""
+        slots = self.slots
+        if slots.flag(self.slot) != TAKEN:
+            return False
+        posted = slots.read(self.slot)
+        return isinstance(posted, Posted) and posted.of == of
+
+    def retract(self) -> None:
+        """Without the lock: take this worker's post back while it is still only posted. A holder taking it at
+        that very moment pushes it anyway; the worker's own push of it later is then refused by its token."""
+        if self.slots.flag(self.slot) == POSTED:
+            self.slots.mark(self.slot, EMPTY)
 
     def take(self, job: str) -> list[tuple[int, Posted]]:
         """Under the write lock: the other workers' finishes and claims posted for `job`, each marked taken."""

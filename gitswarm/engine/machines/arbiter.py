@@ -83,6 +83,15 @@ def refusal(rejected: Sequence[str]) -> tuple[bool, str]:
     return any(race in reason for reason in reasons for race in LOST_RACE), reasons[0] if reasons else "refused"
 
 
+class RemoteUnavailable(WorkFailed):
+    """The remote did not answer (or kept moving); nothing was written anywhere."""
+
+
+class RemoteRejected(WorkFailed):
+    """The remote refused a push for a reason trying again will not change (a hook, a protected ref,
+    no right to push); nothing was written anywhere."""
+
+
 class RemoteRefused(WorkFailed):
     """The remote holds a history of the job that does not pass the checks every pull makes
     (forged, corrupt, from a newer gitswarm): nothing of it is taken, nothing more is offered."""

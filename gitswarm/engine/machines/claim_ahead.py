@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gitswarm.adapters.base import Outcome
+from gitswarm.engine.machines.arbiter import RemoteRejected, RemoteUnavailable
 from gitswarm.engine.machines.crew import Crew
-from gitswarm.engine.machines.remote_leases import RemoteLedger, RemoteRejected, RemoteUnavailable
+from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.model.errors import LeaseLost
 from gitswarm.store.leases import Ask, Lease, Result
 

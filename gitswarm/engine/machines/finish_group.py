@@ -12,18 +12,26 @@ So a worker posts its finish (and what it asks to claim next) in its slot
 of the supervisor's shared memory (store/group_slots.py) and waits for the
 machine's push lock (`<git common dir>/gitswarm/push/<remote key>.lock`, a
 flock: released with a worker that dies). The worker that holds the lock
-takes every finish posted for its job, builds one commit of them all (each
-finish, then that worker's next claim) and pushes it, once; then answers
-each: the commit, the task it claimed for that worker, or why its lease was
-no longer held. A worker that finds its answer is done. One whose post is
-still there, or was taken by a holder that failed or died before it
-answered, pushes its own finish itself, as it would alone.
+takes every finish posted for its job, waiting up to 10 ms in all for the
+siblings that run a task to post theirs, builds one commit of them all (each
+finish followed by that worker's next claim) and pushes it, once; then
+answers each: the commit, the task it claimed for that worker, or why its
+lease was no longer held. A worker that finds its answer is done. One whose
+post is still there, or was taken by a holder that failed or died before it
+answered, is the holder in its turn: it pushes its own finish, with what
+its siblings posted meanwhile.
 
-Each finish is checked against its lease on every build, as alone; a
-rebuild (a refusal: another machine claimed one of the tasks first)
-carries the finishes alone, as alone. The lock is held for one offer that
-does not wait out an outage: a worker that would wait does so alone, after
-the lock, and its siblings' posts go back to them unanswered.
+Each finish is checked against its lease on every build, as alone; one that
+no longer applies is left out (the holder's own too: the others' still
+land, and the holder is told its lease was lost). A rebuild (a refusal:
+another machine claimed one of the tasks first) carries the finishes alone,
+as alone. The lock is held for one offer that does not wait out an outage:
+a worker that would wait does so alone, after the lock, and its siblings'
+posts go back to them unanswered. A worker pushing from a running task's
+heartbeat waits for the lock one second at most, then takes its post back
+(unless a holder took it already) and tries again at a later beat: the
+heartbeat renews the task's lease and stops the task at its deadline, and
+must not stop behind its siblings' pushes.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gitswarm.engine.machines.arbiter import RemoteRefused
+from gitswarm.engine.machines.arbiter import RemoteRefused, RemoteUnavailable
 from gitswarm.model.artifacts import Artifact
 from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.ops import Holder, TaskFinished
@@ -44,11 +52,12 @@ from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
 from gitswarm.store.lease_finish import Pending
 from gitswarm.store.lease_types import Ask, Built, Lease, Result, granted_lease, require_held
-from gitswarm.store.locks import held
+from gitswarm.store.locks import held_within
 
 PUSH_DIR = "push"  # under <git common dir>/gitswarm/: each remote's push lock
 GATHER_SECONDS = 0.01  # how long the lock's holder waits for the siblings that run a task to post their finishes
 GATHER_POLL_SECONDS = 0.001
+TURN_SECONDS = 1.0  # the longest a heartbeat waits for the push lock: well inside the lease a renewal leaves
 OWN = -1  # the slot of the finish the lock's holder pushes for itself
 
 Entry = tuple[int, Posted]
@@ -79,26 +88,44 @@ class GroupedFinish:
     def _next_claim(self, pending: Pending, ask: Ask, now: float) -> str | None:
         raise NotImplementedError  # the ledger's: add to `pending` the claim `ask` takes next in its job (the task)
 
-    def finish_grouped(self, lease: Lease, result: Result, now: float, ask: Ask) -> tuple[Task, Lease | None]:
+    def finish_grouped(
+        self, lease: Lease, result: Result, now: float, ask: Ask, patient: bool = True,
+    ) -> tuple[Task, Lease | None]:
         """Push this worker's finish with those its siblings posted, or have a sibling push it: the task as
-        finished, and the lease claimed next with it. LeaseLost when its lease was no longer held. What the
-        offer raises when the remote does not take the commit now (unreachable, rejected) goes to the caller,
-        which pushes this finish alone; the siblings' posts go back to them unanswered."""
+        finished, and the lease claimed next with it. LeaseLost when its lease was no longer held.
+
+        Not `patient` (from a running task's heartbeat, which must not stop for long: it renews the task's
+        lease and stops the task at its deadline), the lock is waited for TURN_SECONDS at most; then the post
+        is taken back, or left to the holder pushing it, and RemoteUnavailable says to try again later. What
+        the offer raises when the remote does not take the commit now (unreachable, rejected) goes to the
+        caller too; the siblings' posts then go back to them unanswered, each to be pushed in its turn."""
         assert self.group is not None
         own = Posted(lease, result, now, ask, self.holder)
+        answer = self.group.answered(own.of)  # pushed by a sibling after an earlier try gave up waiting
+        if answer is not None:
+            return self._answered(lease, ask, answer)
+        if not patient and self.group.in_flight(own.of):
+            raise RemoteUnavailable(f"{lease.job}/{lease.task}: its finish is being pushed with a sibling's")
         posted = self.group.post(own)
-        with held(self.push_lock()):
+        with held_within(self.push_lock(), None if patient else TURN_SECONDS) as turn:
+            if not turn:
+                self.group.retract()
+                answer = self.group.answered(own.of)
+                if answer is not None:
+                    return self._answered(lease, ask, answer)
+                raise RemoteUnavailable(f"{lease.job}/{lease.task}: this machine's push lock stayed busy")
             answer = self.group.withdraw(own.of) if posted else None
             if answer is not None:
                 return self._answered(lease, ask, answer)
-            taken = self._gather(lease.job)
-            batch = _Batch(self, own, taken)
+            batch = _Batch(self, own, self._gather(lease.job))
             try:
                 snapshot, change = self.offer(lease.job, batch.build)
             except (InvalidTransition, RemoteRefused) as exc:  # (as alone: engine/machines/remote_leases.py)
                 raise LeaseLost(f"{lease.job}/{lease.task}: {exc}; result refused") from None
             batch.answer(self.group, self.index.job_tip(lease.job), change)
         self._me = ask.owner
+        if batch.own_lost is not None:  # the siblings' finishes landed without it
+            raise LeaseLost(batch.own_lost)
         claimed = batch.picks.get(OWN)
         if claimed is None:
             return change.tasks[lease.task], None
@@ -138,6 +165,11 @@ class _Batch:
         self.refused: dict[int, str] = {}  # slot -> why its finish did not apply on the last build
         self.picks: dict[int, str | None] = {}  # slot -> the task claimed for it on the last build
 
+    @property
+    def own_lost(self) -> str | None:
+        """Why the holder's own finish did not apply on the last build (its lease was gone), if it did not."""
+        return self.refused.get(OWN)
+
     def build(self, snapshot: Snapshot) -> Built:
         ledger = self.ledger
         self.builds += 1
@@ -151,13 +183,13 @@ class _Batch:
                 op, written = ledger._finish_builder(posted.lease, posted.result, posted.now)(snapshot, len(pending.ops))
                 pending.add(op)
             except (InvalidTransition, LeaseLost) as exc:
-                if slot == OWN:
-                    raise LeaseLost(str(exc)) from None
                 self.refused[slot] = str(exc)
                 continue
             artifacts.extend(written)
             if self.builds == 1:  # its next claim, after its finish (docs/format.md, "A job's commits")
                 self.picks[slot] = ledger._next_claim(pending, posted.ask, posted.now)
+        if OWN in self.refused and not pending.ops:  # nothing of anyone's applies: no commit to make
+            raise LeaseLost(self.refused[OWN])
         return pending.ops, artifacts
 
     def answer(self, group: Seat, tip: str | None, change: Change) -> None:

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import msgspec
 
-from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused
+from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused, RemoteRejected, RemoteUnavailable
 from gitswarm.engine.machines.finish_group import PUSH_DIR, GroupedFinish
 from gitswarm.engine.machines.task_order import claim_order, home_worker
 from gitswarm.model.artifacts import Artifact, Patch, artifact_id
 from gitswarm.model.budget import exhausted
-from gitswarm.model.errors import InvalidTransition, LeaseLost, WorkFailed
+from gitswarm.model.errors import InvalidTransition, LeaseLost
 from gitswarm.model.limits import DEFAULT_CLOCK_SKEW_SECONDS
 from gitswarm.model.ops import ArtifactsRecorded, Holder, LeaseExpired, LeaseRenewed, TaskClaimed, TaskFinished
 from gitswarm.model.records import Task, TaskSpec, TaskState
@@ -46,15 +46,6 @@ REMOTE_CLAIM_SPREAD = 256  # the queued tasks a remote claim ranks (its own orde
 REFUSED_BACKOFF_CAP_SECONDS = 0.08  # tasks tried in turn when others keep taking them first
 # The operations that move a task's lease: each goes to that task's claim ref on the remote (layout.claim_ref).
 LEASE_OPS = (TaskClaimed, LeaseRenewed, LeaseExpired, TaskFinished)
-
-
-class RemoteUnavailable(WorkFailed):
-    """The remote did not answer (or kept moving); nothing was written anywhere."""
-
-
-class RemoteRejected(WorkFailed):
-    """The remote refused a push for a reason trying again will not change (a hook, a protected ref,
-    no right to push); nothing was written anywhere."""
 
 
 class RemoteLedger(Ledger, GroupedFinish):
@@ -386,7 +377,7 @@ class RemoteLedger(Ledger, GroupedFinish):
         patches = [a for a in artifacts if isinstance(a, Patch)]
         if self.group is not None and ask is not None and not patches:
             try:
-                return self.finish_grouped(lease, result, now, ask)  # with the siblings' (engine/machines/finish_group.py)
+                return self.finish_grouped(lease, result, now, ask, patient)  # with the siblings' (engine/machines/finish_group.py)
             except (RemoteUnavailable, RemoteRejected):
                 if not patient:
                     raise

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,14 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitswarm.engine.machines.arbiter import Arbiter
+from gitswarm.engine.machines import finish_group
+from gitswarm.engine.machines.arbiter import Arbiter, Offered
 from gitswarm.engine.machines.remote_leases import RemoteLedger, RemoteUnavailable
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
 from gitswarm.model.records import Task
 from gitswarm.store import layout
 from gitswarm.store.group_commit import Posted
-from gitswarm.store.group_slots import POSTED, TAKEN, Slots
+from gitswarm.store.group_slots import EMPTY, POSTED, TAKEN, Slots
 from gitswarm.store.jobs import parse_ops
 from gitswarm.store.lease_types import Ask, Lease, Result
 from gitswarm.store.locks import held
@@ -95,6 +96,19 @@ class Machine:
         return sorted(task for ops in self.remote_commits() for tag, task in ops if tag == "finished")
 
 
+def offers_of(ledger: RemoteLedger) -> list[frozenset[str]]:
+    """The tasks whose refs each push `ledger` offers from now on moves (filled as it pushes)."""
+    offered: list[frozenset[str]] = []
+    offer = ledger.arbiter.offer
+
+    def counted(job_id: str, tip: str, branch: tuple[str, str] | None = None, tasks: Collection[str] = ()) -> Offered:
+        offered.append(frozenset(tasks))
+        return offer(job_id, tip, branch, tasks)
+
+    ledger.arbiter.offer = counted  # type: ignore[method-assign]
+    return offered
+
+
 @pytest.fixture
 def machine(tmp_path: Path) -> Iterator[Machine]:
     made = Machine(tmp_path)
@@ -158,16 +172,25 @@ def test_a_sibling_whose_lease_was_expired_elsewhere_is_told_so_and_the_others_l
     assert machine.finishes() == [lease.task]
 
 
-def test_the_holder_s_own_lost_lease_raises_and_its_siblings_push_their_own(machine: Machine) -> None:
+def test_the_holder_s_own_lost_lease_leaves_it_out_and_its_sibling_s_finish_lands(machine: Machine) -> None:
     leases = [machine.claim(slot) for slot in range(2)]
     assert machine.expire_elsewhere() == 2
     fresh = machine.claim(1)
     machine.post(1, fresh)
     with pytest.raises(LeaseLost):
         machine.workers[0].finish_and_claim(leases[0], Result(ok=True), machine.clock(), machine.ask(0))
-    assert machine.slots.seat(1).withdraw((machine.job, fresh.task, fresh.token)) is None  # taken, never answered
-    done, _ = machine.workers[1].finish_and_claim(fresh, Result(ok=True), machine.clock(), machine.ask(1))
-    assert done.state.value == "succeeded" and machine.finishes() == [fresh.task]
+    answer = machine.slots.seat(1).withdraw((machine.job, fresh.task, fresh.token))
+    assert answer is not None and answer.lost is None
+    assert machine.finishes() == [fresh.task]
+
+
+def test_a_holder_whose_lease_alone_was_posted_pushes_nothing(machine: Machine) -> None:
+    lease = machine.claim(0)
+    assert machine.expire_elsewhere() == 1
+    before = machine.remote_commits()
+    with pytest.raises(LeaseLost):
+        machine.workers[0].finish_and_claim(lease, Result(ok=True), machine.clock(), machine.ask(0))
+    assert machine.remote_commits() == before
 
 
 def test_an_unanswered_remote_hands_each_sibling_its_finish_back(machine: Machine, tmp_path: Path) -> None:
@@ -186,10 +209,11 @@ def test_an_unanswered_remote_hands_each_sibling_its_finish_back(machine: Machin
     assert machine.finishes() == sorted(lease.task for lease in leases)
 
 
-def test_the_holder_waits_a_moment_for_a_busy_sibling_to_post(machine: Machine) -> None:
+def test_the_holder_waits_a_moment_for_a_busy_sibling_to_post(machine: Machine, monkeypatch: pytest.MonkeyPatch) -> None:
     leases = [machine.claim(slot) for slot in range(2)]
     machine.workers[0].busy_siblings = lambda: 1
-    timer = threading.Timer(0.003, machine.post, (1, leases[1]))  # posts while the holder gathers
+    monkeypatch.setattr(finish_group, "GATHER_SECONDS", 5.0)  # (a loaded machine may run the timer late; taken, it ends the wait)
+    timer = threading.Timer(0.05, machine.post, (1, leases[1]))  # posts while the holder gathers
     timer.start()
     machine.workers[0].finish_and_claim(leases[0], Result(ok=True), machine.clock(), machine.ask(0))
     timer.join()
@@ -198,6 +222,50 @@ def test_the_holder_waits_a_moment_for_a_busy_sibling_to_post(machine: Machine) 
     assert [sorted(t for tag, t in ops if tag == "finished") for ops in machine.remote_commits() if ("finished", leases[0].task) in ops] == [
         sorted(lease.task for lease in leases)
     ]
+
+
+def test_a_heartbeat_waits_for_the_push_lock_a_second_at_most_and_takes_its_post_back(machine: Machine) -> None:
+    """From a running task's heartbeat (not patient), a busy lock is waited for TURN_SECONDS; then the post is
+    taken back and the finish kept for a later beat, which pushes it."""
+    lease = machine.claim(0)
+    with held(machine.workers[0].push_lock()):
+        started = time.monotonic()
+        with pytest.raises(RemoteUnavailable):
+            machine.workers[0].finish_and_claim(lease, Result(ok=True), machine.clock(), machine.ask(0), patient=False)
+        waited = time.monotonic() - started
+    assert finish_group.TURN_SECONDS <= waited < finish_group.TURN_SECONDS + 5
+    assert machine.slots.flag(0) == EMPTY and machine.finishes() == []
+    done, _ = machine.workers[0].finish_and_claim(lease, Result(ok=True), machine.clock(), machine.ask(0), patient=False)
+    assert done.state.value == "succeeded" and machine.finishes() == [lease.task]
+
+
+def test_a_heartbeat_finds_the_answer_a_holder_left_after_it_gave_up_waiting(machine: Machine) -> None:
+    """A heartbeat gave up on the lock while a holder had taken its post: the holder pushes it and answers, and
+    the next beat finds that answer instead of pushing the finish again."""
+    leases = [machine.claim(slot) for slot in range(2)]
+    machine.post(1, leases[1])
+    machine.workers[0].finish_and_claim(leases[0], Result(ok=True), machine.clock(), machine.ask(0))  # takes and answers it
+    pushes = offers_of(machine.workers[1])
+    done, after = machine.workers[1].finish_and_claim(leases[1], Result(ok=True), machine.clock(), machine.ask(1), patient=False)
+    assert done.state.value == "succeeded" and pushes == []
+    assert after is None or after.owner == machine.owner(1)
+
+
+def test_a_rebuilt_group_commit_carries_the_finishes_alone(machine: Machine) -> None:
+    """The other machine claims the task the group's first build claimed: refused, the commit is built again
+    with the finishes alone; the sibling is answered with no claim (it claims apart)."""
+    leases = [machine.claim(slot) for slot in range(2)]
+    machine.post(1, leases[1])
+    wanted = machine.workers[0]._pick(machine.clock(), machine.job)
+    assert wanted is not None
+    assert machine.other._claim_chosen(*wanted, "host.b.w1", 30.0, machine.clock()) is not None  # gets there first
+    offered = offers_of(machine.workers[0])
+    done, after = machine.workers[0].finish_and_claim(leases[0], Result(ok=True), machine.clock(), machine.ask(0))
+    assert done.state.value == "succeeded" and after is None
+    assert len(offered) == 2 and offered[1] == {leases[0].task, leases[1].task} and offered[0] > offered[1]
+    answer = machine.slots.seat(1).withdraw((machine.job, leases[1].task, leases[1].token))
+    assert answer is not None and answer.lost is None and answer.claimed is None
+    assert machine.finishes() == sorted(lease.task for lease in leases)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
