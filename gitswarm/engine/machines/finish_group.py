@@ -50,7 +50,7 @@ from gitswarm.store.group_commit import Answer, Posted
 from gitswarm.store.group_slots import Seat
 from gitswarm.store.index import Index
 from gitswarm.store.jobs import JobRefs, Snapshot
-from gitswarm.store.lease_finish import Pending
+from gitswarm.store.lease_finish import OWN, Pending
 from gitswarm.store.lease_types import Ask, Built, Lease, Result, granted_lease, require_held
 from gitswarm.store.locks import held_within
 
@@ -58,7 +58,6 @@ PUSH_DIR = "push"  # under <git common dir>/gitswarm/: each remote's push lock
 GATHER_SECONDS = 0.01  # how long the lock's holder waits for the siblings that run a task to post their finishes
 GATHER_POLL_SECONDS = 0.001
 TURN_SECONDS = 1.0  # the longest a heartbeat waits for the push lock: well inside the lease a renewal leaves
-OWN = -1  # the slot of the finish the lock's holder pushes for itself
 
 Entry = tuple[int, Posted]
 
