@@ -179,8 +179,7 @@ class Run:
     writes: Counter[str] = field(default_factory=Counter)  # accepted operations by kind, from the job's history
     pushes: Counter[str] = field(default_factory=Counter)  # accepted, refused, failed
     fetches: int = 0
-    commits: int = 0  # in the job's history on the first machine after every machine exited and it pulled
-    merges: int = 0  # of those, merge commits: two tips of the job, written by a machine to hold both
+    merges: int = 0  # merge commits in the job's history (two tips of the job, written by a machine to hold both)
     reasons: Counter[str] = field(default_factory=Counter)  # why refused pushes were refused
     failures: list[str] = field(default_factory=list)
 
@@ -289,9 +288,9 @@ def run_once(
         first.gitswarm("pull", "origin")
         history = json.loads(first.gitswarm("--json", "log", job))["events"]
         run.writes = Counter(e["op"] for e in history)
-        run.commits, run.merges = merge_count(first, job)
+        run.merges = merges_in(first, job)
         expired = {e.get("task") for e in history if e["op"] == "expired"}
-        starts = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        starts = starts_in(log)
         started = Counter(task for _, task, _ in starts)
         run.twice = sum(1 for n in started.values() if n > 1)
         run.twice_unexplained = sum(1 for task, n in started.items() if n > 1 and task not in expired)
@@ -324,10 +323,14 @@ def count_git(machines: list[Machine], run: Run) -> None:
                 run.pushes["failed"] += 1
 
 
-def merge_count(machine: Machine, job: str) -> tuple[int, int]:
-    """The commits of `job`'s history on `machine`, and how many of them are merge commits."""
-    parents = git(machine.path, "rev-list", "--parents", f"refs/swarm/jobs/{job}").splitlines()
-    return len(parents), sum(1 for line in parents if line.count(" ") > 1)
+def merges_in(machine: Machine, job: str) -> int:
+    """How many merge commits `job`'s history holds on `machine`."""
+    return len(git(machine.path, "rev-list", "--merges", f"refs/swarm/jobs/{job}").splitlines())
+
+
+def starts_in(log: Path) -> list[list[str]]:
+    """The tasks' "start TASK MACHINE" lines, split."""
+    return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
 
 
 def run_alone(parent: Path, shim_dir: Path, label: str, machines: int, tasks: int) -> Run:
@@ -347,12 +350,8 @@ def run_alone(parent: Path, shim_dir: Path, label: str, machines: int, tasks: in
         work(cluster.machines, jobs, run, deadline=300 + tasks * 0.5)
         run.remote_cpu = cluster.daemon.cpu_seconds() - daemon_before
         count_git(cluster.machines, run)
-        for m, job in zip(cluster.machines, jobs):
-            commits, merges = merge_count(m, job)
-            run.commits, run.merges = run.commits + commits, run.merges + merges
-        log = cluster.root / "ran.log"
-        starts = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
-        where = Counter(machine for _, _, machine in starts)
+        run.merges = sum(merges_in(m, job) for m, job in zip(cluster.machines, jobs))
+        where = Counter(machine for _, _, machine in starts_in(cluster.root / "ran.log"))
         run.ran = [where[m.name] for m in cluster.machines]
         if sum(run.ran) != tasks:
             run.failures.append(f"share-nothing: {sum(run.ran)} tasks started of {tasks}")

@@ -30,8 +30,8 @@ from gitswarm.store.group_slots import EMPTY, POSTED, TAKEN, Slots
 from gitswarm.store.jobs import parse_ops
 from gitswarm.store.lease_types import Ask, Lease, Result
 from gitswarm.store.locks import held
-from tests.conftest import git, isolation_env
-from tests.engine.machines.test_remote_leases import Clock, make_clones
+from tests.conftest import isolation_env
+from tests.engine.machines.test_remote_leases import Clock, bare_remote, make_clones
 
 WORKERS = 3
 
@@ -303,20 +303,12 @@ def test_every_finish_lands_once_or_is_told_lost(tmp_path_factory: pytest.TempPa
 
 
 def test_a_machine_s_two_workers_push_their_finishes_together(tmp_path: Path) -> None:
-    """Through the real CLI: one machine, two workers, short tasks. Their finishes share commits (one push for
-    both), so the job's history holds few merge commits of the workers' own pushes."""
+    """Through the real CLI: one machine, two workers, short tasks. Their finishes share commits: one push
+    carries both workers' finishes."""
     home = tmp_path / "home"
     home.mkdir()
     env = {**os.environ, **isolation_env(home)}
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
-    seed = tmp_path / "seed"
-    seed.mkdir()
-    git(seed, "init", "-q", "-b", "main")
-    (seed / "README.md").write_text("x\n")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-qm", "init")
-    git(seed, "push", "-q", str(bare), "main")
+    bare = bare_remote(tmp_path)
     clone = tmp_path / "m"
     subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True, env=env, capture_output=True)
     count = 16

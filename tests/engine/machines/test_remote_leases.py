@@ -42,8 +42,8 @@ class Clock:
         return self.now
 
 
-def make_clones(root: Path, clock: Clock) -> tuple[Path, list[Swarm], str]:
-    """A bare remote holding one job of TASKS shell tasks, and two clones that know it."""
+def bare_remote(root: Path) -> Path:
+    """A bare repository at root/remote.git whose main branch holds one commit."""
     bare = root / "remote.git"
     git(root, "init", "-q", "--bare", "-b", "main", str(bare))
     seed = root / "seed"
@@ -53,6 +53,12 @@ def make_clones(root: Path, clock: Clock) -> tuple[Path, list[Swarm], str]:
     git(seed, "add", "-A")
     git(seed, "commit", "-qm", "init")
     git(seed, "push", "-q", str(bare), "main")
+    return bare
+
+
+def make_clones(root: Path, clock: Clock) -> tuple[Path, list[Swarm], str]:
+    """A bare remote holding one job of TASKS shell tasks, and two clones that know it."""
+    bare = bare_remote(root)
     swarms = []
     for name in ("a", "b"):
         git(root, "clone", "-q", str(bare), name)
