@@ -319,3 +319,48 @@ def test_a_forged_finish_of_a_running_task_never_counts(machines: list[Machine],
     for machine in machines[:2]:
         status = json.loads(machine.gitswarm("--json", "status", job).stdout)
         assert status["tasks"][0]["state"] != "succeeded", machine.name
+
+
+def test_a_finish_of_another_machine_s_lease_in_a_commit_another_machine_signed_never_counts(
+    machines: list[Machine], daemon: GitDaemon, tmp_path: Path,
+) -> None:
+    """The shape of a group commit, forged: while m1 runs a task, m2's owner bundles m1's lease's `finished ok`
+    with a claim of its own in one commit, signed with m2's own machine key (`git commit-tree -S`, git's ssh
+    signing), and pushes it to the task's claim ref with git plumbing. Every op of a commit answers to the key its
+    lease's claim named, not to whoever signed the commit: the finish is refused as signed by another key, the
+    command runs once, and the task never succeeds."""
+    job, log = submit(machines[0], tmp_path, 2, 4.0)
+    running = machines[1].work(job, "-j", "1")
+    wait_for(lambda: any(kind == "start" for kind, _, _ in events(log)), 60, "m1 to start a task")
+    started = next(task for kind, task, _ in events(log) if kind == "start")
+    other = "t001" if started == "t000" else "t000"
+    attacker = machines[2]
+    attacker.gitswarm("machine-key")  # m2's own key, made on first use
+    key_file = attacker.path / ".git" / "gitswarm" / "machine.key"
+    public = subprocess.run(["ssh-keygen", "-y", "-f", str(key_file)], capture_output=True, text=True, check=True).stdout.split()
+    ref = f"refs/swarm/claims/{job}/{started}"
+    run_git(attacker.path, "fetch", "-q", "origin", f"+{ref}:{ref}")
+    tip = run_git(attacker.path, "rev-parse", ref)
+    commits = history_ops(attacker.path, tip)
+    claim = next(op for ops in commits for op in ops if op["op"] == "claimed" and op["task"] == started)
+    clock = max(o["clock"] for c in commits for o in c)
+    finished = {"op": "finished", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"] + 1, "actor": claim["actor"],
+                "task": started, "token": claim["token"], "ok": True}
+    own_claim = {"op": "claimed", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"] + 1, "actor": claim["actor"],
+                 "task": other, "token": 1, "owner": "host.m2.w-forger", "lease_expires": claim["at"] + 30,
+                 "key": f"{public[0]} {public[1]}"}
+    unsigned = forge_history(attacker.path, [*commits, [finished, own_claim]], onto=tip)
+    tree, message = run_git(attacker.path, "rev-parse", f"{unsigned}^{{tree}}"), run_git(attacker.path, "log", "-1", "--format=%B", unsigned)
+    signed = run_git(
+        attacker.path, "-c", "gpg.format=ssh", "-c", f"user.signingkey={key_file}", "commit-tree", "-S", tree, "-p", tip,
+        input=(message + "\n").encode(),
+    )
+    assert "gpgsig" in run_git(attacker.path, "cat-file", "commit", signed)
+    push(attacker.path, f"{signed}:{ref}")
+    _, err = running.communicate(timeout=60)
+    assert running.returncode == 1 and "refused here" in err, err[-2000:]
+    assert f"signed by another key (...{public[1][-12:]})" in err, err[-2000:]  # m2's signature, checked and not m1's
+    assert [kind for kind, _, _ in events(log)].count("start") == 1
+    for machine in machines[:2]:
+        status = json.loads(machine.gitswarm("--json", "status", job).stdout)
+        assert all(task["state"] != "succeeded" for task in status["tasks"]), machine.name
