@@ -24,8 +24,8 @@ its siblings posted meanwhile.
 Each finish is checked against its lease on every build, as alone; one that
 no longer applies is left out (the holder's own too: the others' still
 land, and the holder is told its lease was lost). A rebuild (a refusal:
-another machine claimed one of the tasks first) carries the finishes alone,
-as alone. The lock is held for one offer that does not wait out an outage:
+another machine claimed one of the tasks first) claims again from what the
+refusal fetched; refused again, the finishes go alone, as alone. The lock is held for one offer that does not wait out an outage:
 a worker that would wait does so alone, after the lock, and its siblings'
 posts go back to them unanswered. A worker pushing from a running task's
 heartbeat waits for the lock one second at most, then takes its post back
@@ -57,6 +57,10 @@ from gitswarm.store.locks import held_within
 PUSH_DIR = "push"  # under <git common dir>/gitswarm/: each remote's push lock
 GATHER_SECONDS = 0.01  # how long the lock's holder waits for the siblings that run a task to post their finishes
 GATHER_POLL_SECONDS = 0.001
+# The builds of a finish that carry the worker's next claim: the first, and the one after a refusal (picked again
+# from what the refusal fetched). Refused twice, the finish goes alone: at a job's end, where the last queued tasks
+# are everyone's to take, a finish is never held back by claims that keep losing.
+CLAIM_BUILDS = 2
 TURN_SECONDS = 1.0  # the longest a heartbeat waits for the push lock: well inside the lease a renewal leaves
 
 Entry = tuple[int, Posted]
@@ -154,7 +158,7 @@ class GroupedFinish:
 
 class _Batch:
     """One group commit: the holder's finish first, then each sibling's in slot order, each followed by that
-    worker's next claim (on the first build only: a rebuild carries the finishes alone)."""
+    worker's next claim (on the first CLAIM_BUILDS builds: then the finishes go alone)."""
 
     def __init__(self, ledger: GroupedFinish, own: Posted, taken: list[Entry]) -> None:
         self.ledger = ledger
@@ -185,7 +189,7 @@ class _Batch:
                 self.refused[slot] = str(exc)
                 continue
             artifacts.extend(written)
-            if self.builds == 1:  # its next claim, after its finish (docs/format.md, "A job's commits")
+            if self.builds <= CLAIM_BUILDS:  # its next claim, after its finish (docs/format.md, "A job's commits")
                 self.picks[slot] = ledger._next_claim(pending, posted.ask, posted.now)
         if OWN in self.refused and not pending.ops:  # nothing of anyone's applies: no commit to make
             raise LeaseLost(self.refused[OWN])

@@ -25,7 +25,7 @@ from pathlib import Path
 import msgspec
 
 from gitswarm.engine.machines.arbiter import Arbiter, Backoff, Offered, RemoteRefused, RemoteRejected, RemoteUnavailable
-from gitswarm.engine.machines.finish_group import PUSH_DIR, GroupedFinish
+from gitswarm.engine.machines.finish_group import CLAIM_BUILDS, PUSH_DIR, GroupedFinish
 from gitswarm.engine.machines.task_order import claim_order, home_worker
 from gitswarm.model.artifacts import Artifact, Patch, artifact_id
 from gitswarm.model.budget import exhausted
@@ -391,10 +391,9 @@ class RemoteLedger(Ledger, GroupedFinish):
             pending = Pending(snapshot)
             pending.add(finish(snapshot)[0])
             builds[0] += 1
-            # Built again (refused, or waited for), the finish goes alone: a refusal is most often the claim another
-            # machine beat it to (the finish's own ref moves only with its lease), and at a job's end, where the last
-            # queued tasks are everyone's to take, a claim refused again and again would hold back the job's end.
-            picked[0] = self._next_claim(pending, ask, now) if ask is not None and builds[0] == 1 else None
+            # A refusal is most often the claim another machine beat it to (the finish's own ref moves only with its
+            # lease): built again, it claims another task, from what the refusal fetched; then it goes alone.
+            picked[0] = self._next_claim(pending, ask, now) if ask is not None and builds[0] <= CLAIM_BUILDS else None
             return pending.ops, artifacts
 
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish

@@ -251,9 +251,10 @@ def test_a_heartbeat_finds_the_answer_a_holder_left_after_it_gave_up_waiting(mac
     assert after is None or after.owner == machine.owner(1)
 
 
-def test_a_rebuilt_group_commit_carries_the_finishes_alone(machine: Machine) -> None:
-    """The other machine claims the task the group's first build claimed: refused, the commit is built again
-    with the finishes alone; the sibling is answered with no claim (it claims apart)."""
+def test_a_refused_group_commit_claims_again_from_what_the_refusal_brought(machine: Machine) -> None:
+    """The other machine claims the task the group's first build claimed: refused, the commit is built again on
+    what the refusal fetched, with the finishes and a claim of the task still queued (the job has four), in one
+    more push; the sibling, for whom none is left, is answered with no claim."""
     leases = [machine.claim(slot) for slot in range(2)]
     machine.post(1, leases[1])
     wanted = machine.workers[0]._pick(machine.clock(), machine.job)
@@ -261,11 +262,39 @@ def test_a_rebuilt_group_commit_carries_the_finishes_alone(machine: Machine) -> 
     assert machine.other._claim_chosen(*wanted, "host.b.w1", 30.0, machine.clock()) is not None  # gets there first
     offered = offers_of(machine.workers[0])
     done, after = machine.workers[0].finish_and_claim(leases[0], Result(ok=True), machine.clock(), machine.ask(0))
-    assert done.state.value == "succeeded" and after is None
-    assert len(offered) == 2 and offered[1] == {leases[0].task, leases[1].task} and offered[0] > offered[1]
+    assert done.state.value == "succeeded" and after is not None and after.task != wanted[1]
     answer = machine.slots.seat(1).withdraw((machine.job, leases[1].task, leases[1].token))
     assert answer is not None and answer.lost is None and answer.claimed is None
-    assert machine.finishes() == sorted(lease.task for lease in leases)
+    finished = {leases[0].task, leases[1].task}
+    assert len(offered) == 2 and wanted[1] in offered[0] and offered[1] == finished | {after.task}
+    assert machine.finishes() == sorted(finished)
+
+
+def test_a_group_commit_refused_twice_carries_the_finishes_alone(machine: Machine) -> None:
+    """Before each of the group's first two pushes the other machine claims a task that push claims: refused
+    twice, the third build carries the finishes alone (at a job's end a finish is not held back by claims that
+    keep losing); the sibling is answered with no claim, and claims apart."""
+    leases = [machine.claim(slot) for slot in range(2)]
+    finished = frozenset({leases[0].task, leases[1].task})
+    machine.post(1, leases[1])
+    arbiter = machine.workers[0].arbiter
+    offer = arbiter.offer
+    offered: list[frozenset[str]] = []
+
+    def beaten(job_id: str, tip: str, branch: tuple[str, str] | None = None, tasks: Collection[str] = ()) -> Offered:
+        offered.append(frozenset(tasks))
+        if len(offered) <= finish_group.CLAIM_BUILDS:
+            claimed = sorted(set(tasks) - finished)[0]
+            assert machine.other._claim_chosen(machine.job, claimed, "host.b.w1", 30.0, machine.clock()) is not None
+        return offer(job_id, tip, branch, tasks)
+
+    arbiter.offer = beaten  # type: ignore[method-assign]
+    done, after = machine.workers[0].finish_and_claim(leases[0], Result(ok=True), machine.clock(), machine.ask(0))
+    assert done.state.value == "succeeded" and after is None
+    assert len(offered) == 3 and all(tasks > finished for tasks in offered[:2]) and offered[2] == finished
+    answer = machine.slots.seat(1).withdraw((machine.job, leases[1].task, leases[1].token))
+    assert answer is not None and answer.lost is None and answer.claimed is None
+    assert machine.finishes() == sorted(finished)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

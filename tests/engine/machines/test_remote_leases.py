@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -104,9 +104,9 @@ def test_of_two_clones_claiming_the_last_task_one_gets_it(clones: tuple) -> None
     assert sorted(op.task for op in claims) == [f"t{i}" for i in range(TASKS)]
 
 
-def test_a_finish_whose_claim_lost_a_race_lands_alone_on_its_next_push(clones: tuple) -> None:
+def test_a_finish_whose_claim_lost_a_race_claims_another_on_its_next_push(clones: tuple) -> None:
     """A finish carries the worker's next claim; refused because another machine claimed that task first, the
-    finish is pushed again alone (its own ref is uncontended), not held back while claims keep losing."""
+    finish is pushed again with a claim of another task, picked from what the refusal fetched."""
     bare, (a, b), job, clock = clones
     lease = a.claim("a.w1", 30.0, clock(), job_id=job)
     assert lease is not None
@@ -117,8 +117,31 @@ def test_a_finish_whose_claim_lost_a_race_lands_alone_on_its_next_push(clones: t
     offer = a.arbiter.offer
     a.arbiter.offer = lambda *args, **kw: offers.append(args[3] if len(args) > 3 else kw.get("tasks")) or offer(*args, **kw)
     done, after = a.finish_and_claim(lease, Result(ok=True), clock(), Ask("a.w1", 30.0, job))
-    assert done.state.value == "succeeded" and after is None  # two tasks are still queued: none claimed with it
-    assert [sorted(tasks) for tasks in offers] == [sorted([lease.task, wanted[1]]), [lease.task]]
+    assert done.state.value == "succeeded" and after is not None and after.task not in (lease.task, wanted[1])
+    assert [sorted(tasks) for tasks in offers] == [sorted([lease.task, wanted[1]]), sorted([lease.task, after.task])]
+    claims = sorted(op.task for op in remote_ops(bare, job) if op.__struct_config__.tag == "claimed")
+    assert claims == sorted([lease.task, wanted[1], after.task])
+
+
+def test_a_finish_whose_claims_lost_twice_lands_alone_on_its_next_push(clones: tuple) -> None:
+    """Refused twice because another machine claimed, each time, the task the finish's commit claimed: the finish
+    is pushed alone (its own ref is uncontended), not held back while claims keep losing (a job's end)."""
+    bare, (a, b), job, clock = clones
+    lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+    assert lease is not None
+    offers: list[frozenset[str]] = []
+    offer = a.arbiter.offer
+
+    def beaten(job_id: str, tip: str, branch: tuple[str, str] | None = None, tasks: Collection[str] = ()) -> Offered:
+        offers.append(frozenset(tasks))
+        if len(offers) <= 2:  # b claims, first, the task this push claims
+            assert b._claim_chosen(job_id, sorted(set(tasks) - {lease.task})[0], "b.w1", 30.0, clock()) is not None
+        return offer(job_id, tip, branch, tasks)
+
+    a.arbiter.offer = beaten
+    done, after = a.finish_and_claim(lease, Result(ok=True), clock(), Ask("a.w1", 30.0, job))
+    assert done.state.value == "succeeded" and after is None  # a task is still queued: none claimed with it
+    assert len(offers) == 3 and all(len(tasks) == 2 for tasks in offers[:2]) and offers[2] == {lease.task}
     finishes = [op for op in remote_ops(bare, job) if op.__struct_config__.tag == "finished"]
     assert [op.task for op in finishes] == [lease.task]
 
