@@ -26,6 +26,7 @@ from gitswarm.model.records import TaskState
 from gitswarm.model.replay import Replay, replay
 from gitswarm.store import job_merge, layout
 from gitswarm.store.job_merge import check_tip
+from gitswarm.store.lease_types import Ask, Result
 from gitswarm.store.leases import Lease
 from tests.conftest import git
 from tests.engine.machines.test_remote_leases import Clock, make_clones, remote_ops
@@ -141,6 +142,20 @@ class RacingMachines(RuleBasedStateMachine):
                 self.ledgers[who].finish(lease, ok, self.clock())
             except LeaseLost:
                 pass  # fenced: its lease was expired elsewhere
+
+    @precondition(lambda self: any(self.leases))
+    @rule(who=st.integers(0, MACHINES - 1), ok=st.booleans())
+    def finish_and_claim_next(self, who: int, ok: bool) -> None:
+        """A finish carrying the worker's next claim, as a worker pushes it: refused because another machine
+        claimed that task first, it claims another from what the refusal fetched, then goes alone."""
+        if self.leases[who]:
+            lease = self.leases[who].pop(0)
+            try:
+                _, after = self.ledgers[who].finish_and_claim(lease, Result(ok), self.clock(), Ask(f"m{who}.w", 5.0, self.job))
+            except LeaseLost:
+                return  # fenced: its lease was expired elsewhere
+            if after is not None:
+                self.leases[who].append(after)
 
     @rule(who=st.integers(0, MACHINES - 1))
     def renew(self, who: int) -> None:
