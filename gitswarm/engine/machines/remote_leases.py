@@ -392,7 +392,8 @@ class RemoteLedger(Ledger, GroupedFinish):
             pending.add(finish(snapshot)[0])
             builds[0] += 1
             # A refusal is most often the claim another machine beat it to (the finish's own ref moves only with its
-            # lease): built again, it claims another task, from what the refusal fetched; then it goes alone.
+            # lease): built again (refused, or an outage waited out), it claims another task, from what was fetched
+            # meanwhile; built a third time, it goes alone.
             picked[0] = self._next_claim(pending, ask, now) if ask is not None and builds[0] <= CLAIM_BUILDS else None
             return pending.ops, artifacts
 
