@@ -1,5 +1,9 @@
 """The live progress view on a terminal: counts by state, running tasks, recent outcomes.
 
+With `work --remote`, every machine's running tasks are counted and listed
+(each machine fetches the others' claims): a task another machine runs
+says which one, so that "3 running" beside "up to 2 workers" reads right.
+
 Event fields (task ids, errors, reasons) are data, some of it from records
 another clone wrote: they are escaped and put into `Text` as plain text, never
 read as rich markup.
@@ -38,6 +42,8 @@ class LiveView:
         self.console = Console(stderr=True)
         self.states: dict[tuple[str, str], str] = {}
         self.running: dict[tuple[str, str], float] = {}
+        self.owners: dict[tuple[str, str], str] = {}  # running task -> its worker (`host.clone.worker` with --remote)
+        self.machine: str | None = None  # with --remote, this machine's name (`host.clone`)
         self.recent: collections.deque[Text] = collections.deque(maxlen=RECENT)
         self.note = "starting workers"
         self.remote = ""  # what the remote did not answer, while it does not
@@ -57,8 +63,10 @@ class LiveView:
             self.states[key] = event["state"]
             if event["state"] == "running":
                 self.running[key] = time.monotonic()
+                self.owners[key] = event.get("owner") or ""
             else:
                 self.running.pop(key, None)
+                self.owners.pop(key, None)
             if event["state"] in TERMINAL or event.get("error"):
                 detail = f": {escape(event['error'])}" if event.get("error") else ""
                 outcome = (f"{escape(event['task'])} {escape(event['state'])}", STATE_STYLES.get(event["state"], ""))
@@ -80,7 +88,8 @@ class LiveView:
         elif kind == "start":
             count = event["workers"]  # -j: at most that many run at once (engine/jobs/supervisor.py starts them as needed)
             workers = "1 worker" if count == 1 else f"up to {count} workers"
-            self.note = workers + (f" on job {escape(event['job'])}" if event.get("job") else "")
+            self.note = workers + (f" on job {escape(event['job'][:12])}" if event.get("job") else "")
+            self.machine = event.get("machine")
         elif kind == "remote":  # work --remote: say what the machine waits for while the remote does not answer
             if event.get("what") == "race":
                 pass  # lost races are no trouble: the count is in --json, and the next claim went to another task
@@ -106,7 +115,14 @@ class LiveView:
                 line.append(f"{counts[state]} {state}  ", style=style)
         table = Table(show_header=False, box=None, padding=(0, 1))
         now = time.monotonic()
-        for (_, task), since in sorted(self.running.items(), key=lambda kv: kv[1])[:10]:
-            table.add_row(Text("running", "cyan"), Text(escape(task)), f"{now - since:5.1f}s")
+        for key, since in sorted(self.running.items(), key=lambda kv: kv[1])[:10]:
+            table.add_row(Text("running", "cyan"), Text(escape(key[1])), f"{now - since:5.1f}s", self._elsewhere(key))
         header = [Text(self.remote, "yellow")] if self.remote else []
         return Group(line, *header, table, *self.recent)
+
+    def _elsewhere(self, key: tuple[str, str]) -> Text:
+        """Which other machine runs a task (its workers' names are `host.clone.worker`), or nothing: this one does."""
+        owner = self.owners.get(key, "")
+        if self.machine is None or not owner or owner.startswith(self.machine + "."):
+            return Text("")
+        return Text(f"on {escape(owner.rpartition('.')[0] or owner)}", "dim")

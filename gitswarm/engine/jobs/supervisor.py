@@ -177,7 +177,8 @@ class Supervisor:
         and requeue what they held.
         """
         started = time.monotonic()
-        self.on_event({"event": "start", "job": self.options.job, "workers": self.options.workers})
+        machine = remote_work_module().machine_name(self.swarm.actor) if self.options.remote is not None else None
+        self.on_event({"event": "start", "job": self.options.job, "workers": self.options.workers, "machine": machine})
         with self._sigterm_stops():
             finished = False
             if self.watch is not None:
@@ -344,10 +345,11 @@ class Supervisor:
                            "said": problem, "retry_in": 0.0})
 
     def _report(self) -> None:
-        for job, task, state, attempts, error, updated in self.swarm.index.changed_tasks(self.since, self.options.job):
+        for job, task, state, attempts, error, updated, owner in self.swarm.index.changed_tasks(self.since, self.options.job):
             self.since = max(self.since, updated)
             key = (job, task)
             if self.seen.get(key) == (state, attempts):
                 continue
             self.seen[key] = (state, attempts)
-            self.on_event({"event": "task", "job": job, "task": task, "state": state, "attempt": attempts, "error": error})
+            owner = owner if state == "running" else None
+            self.on_event({"event": "task", "job": job, "task": task, "state": state, "attempt": attempts, "error": error, "owner": owner})

@@ -64,9 +64,14 @@ def host_name() -> str:
     return _NOT_IN_NAME.sub("-", socket.gethostname()).strip("-._")[:24] or "host"
 
 
+def machine_name(actor: str) -> str:
+    """This clone's name as every machine of a swarm sees it in its workers' names: host, clone (actor)."""
+    return f"{host_name()}.{actor[-6:]}"
+
+
 def machine_owner(actor: str, worker: str) -> str:
     """A worker's name as every machine of a swarm sees it in the records: host, clone (actor), worker."""
-    return f"{host_name()}.{actor[-6:]}.{worker}"
+    return f"{machine_name(actor)}.{worker}"
 
 
 def machine_identity(swarm: Swarm) -> dict[str, str]:

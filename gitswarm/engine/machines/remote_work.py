@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import time
 
-from gitswarm.engine.machines.arbiter import Arbiter, machine_owner
+from gitswarm.engine.machines.arbiter import Arbiter, machine_name, machine_owner
 from gitswarm.engine.machines.claim_ahead import Claiming, Pipeline
 from gitswarm.engine.machines.crew import Crew, Siblings
 from gitswarm.engine.machines.remote_leases import RemoteLedger
@@ -22,7 +22,7 @@ from gitswarm.engine.swarm import Swarm
 from gitswarm.store.group_slots import Seat
 from gitswarm.store.leases import Ask
 
-__all__ = ["Crew", "RemoteState", "RemoteWatch", "Siblings", "machine_owner", "remote_leases", "worker_leases"]
+__all__ = ["Crew", "RemoteState", "RemoteWatch", "Siblings", "machine_name", "machine_owner", "remote_leases", "worker_leases"]
 
 
 def remote_leases(swarm: Swarm, remote: str, clock_skew: float) -> RemoteLedger:

@@ -29,6 +29,7 @@ class ChangedTask(NamedTuple):
     attempts: int
     error: str | None
     updated: float
+    owner: str | None  # the worker whose lease it runs under, while running
 
 
 class HeldLease(NamedTuple):
@@ -217,7 +218,7 @@ class IndexQueries:
 
     def changed_tasks(self, since: float, job_id: str | None = None) -> list[ChangedTask]:
         """The tasks updated at or after `since`, oldest change first."""
-        query = "SELECT job, id, state, attempts, error, updated FROM tasks WHERE updated >= ?"
+        query = "SELECT job, id, state, attempts, error, updated, owner FROM tasks WHERE updated >= ?"
         params: list[object] = [since]
         if job_id is not None:
             query += " AND job = ?"

@@ -133,7 +133,7 @@ def assert_converged(machines: list[Machine], daemon: GitDaemon, job: str) -> No
 
 def test_three_machines_run_each_task_once(machines: list[Machine], daemon: GitDaemon, tmp_path: Path) -> None:
     job, log = submit(machines[0], tmp_path, 24, 0.2, wait_for_machines=2)  # a machine that starts late still gets work
-    finish_all([m.work(job) for m in machines])
+    said = finish_all([m.work(job) for m in machines])
     ran = events(log)
     starts = Counter(task for kind, task, _ in ran if kind == "start")
     assert sorted(starts) == [f"t{i:03d}" for i in range(24)] and set(starts.values()) == {1}
@@ -142,6 +142,12 @@ def test_three_machines_run_each_task_once(machines: list[Machine], daemon: GitD
     finished = Counter(e["task"] for e in log_events if e["op"] == "finished")
     assert set(finished.values()) == {1} and len(finished) == 24
     actors = {m.path.joinpath(".git", "gitswarm", "actor").read_text().strip() for m in machines}
+    # The progress events name each machine (`host.clone`) and the worker running each task, of whichever machine.
+    names = {event["machine"] for event in said if event["event"] == "start"}
+    assert {name.rsplit(".", 1)[-1] for name in names} == {actor[-6:] for actor in actors}
+    running = [event for event in said if event["event"] == "task" and event["state"] == "running"]
+    assert running and all(event["owner"].rsplit(".", 1)[0] in names for event in running)
+    assert all(event["owner"] is None for event in said if event["event"] == "task" and event["state"] != "running")
     for claim in (e for e in log_events if e["op"] == "claimed"):  # each names the machine whose worker ran it
         assert claim["actor"] in actors and claim["record"]["owner"].split(".")[-2] == claim["actor"][-6:]
     status = json.loads(machines[2].gitswarm("--json", "status", "--remote", "origin", job).stdout)
