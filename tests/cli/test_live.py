@@ -51,3 +51,12 @@ def test_a_local_run_names_no_machine() -> None:
     running(view, "b", None)  # an event from before owners were said
     rows = [line for line in drawn(view) if line.lstrip().startswith("running")]
     assert len(rows) == 2 and not [row for row in rows if " on " in row]
+
+
+def test_another_machine_s_worker_name_is_shown_escaped() -> None:
+    """A worker's name comes from a record another clone wrote: shown as text, its control characters escaped."""
+    view = LiveView()
+    view({"event": "start", "job": JOB, "workers": 2, "machine": "laptop.abc123"})
+    running(view, "theirs", "evil\x1b]0;title\x07[bold].x.w-1")
+    shown = "\n".join(drawn(view))
+    assert "\x1b" not in shown and "\x07" not in shown and "on evil\\x1b]0;title\\x07[bold].x" in shown
