@@ -28,11 +28,11 @@ another machine claimed one of the tasks first) claims again from what the
 refusal fetched; refused again, the finishes go alone, as alone. The lock
 is held for one offer that does not wait out an outage: a worker that would
 wait does so alone, after the lock, and its siblings' posts go back to them
-unanswered. A worker pushing from a running task's
-heartbeat waits for the lock one second at most, then takes its post back
-(unless a holder took it already) and tries again at a later beat: the
-heartbeat renews the task's lease and stops the task at its deadline, and
-must not stop behind its siblings' pushes.
+unanswered. A worker pushing from a running task's heartbeat waits for the
+lock one second at most, then takes its post back (unless a holder took it
+already) and tries again at a later beat: the heartbeat renews the task's
+lease and stops the task at its deadline, and must not stop behind its
+siblings' pushes.
 """
 
 from __future__ import annotations
