@@ -289,16 +289,20 @@ class RemoteLedger(Ledger, GroupedFinish):
 
     def assigned(self, owner: str, skip: frozenset[tuple[str, str, int]] = frozenset()) -> Lease | None:
         """A task a sibling claimed for `owner` (running under its name here, and not run yet); `skip`:
-        (job, task, token) of the leases its worker holds otherwise or gave up."""
+        (job, task, token) of the leases its worker holds otherwise or gave up. A worker's name is in the
+        records for every machine to read (and copy): a lease counts as a sibling's only when its claim named
+        this machine's key, which only this machine can sign for."""
         rows = self.index.db.execute("SELECT job, task, token FROM leases WHERE owner = ? ORDER BY expires", (owner,)).fetchall()
-        row = next((r for r in rows if (r[0], r[1], r[2]) not in skip), None)
-        if row is None:
-            return None
-        snapshot = self._snapshot(row[0])
-        task = snapshot.task(row[1])
-        if task.state is not TaskState.RUNNING or task.claims != row[2] or task.owner != owner:
-            return None
-        return Lease(snapshot.job_id, task.id, task.claims, owner, task.lease_expires or 0.0, task.attempts, task.spec, snapshot.job.base)
+        for job, task_id, token in rows:
+            if (job, task_id, token) in skip:
+                continue
+            snapshot = self._snapshot(job)
+            task = snapshot.task(task_id)
+            if task.state is not TaskState.RUNNING or task.claims != token or task.owner != owner:
+                return None  # the index is behind its job's ref: looked for again at the next claim
+            if task.holder_key == self.arbiter.machine.public:
+                return Lease(snapshot.job_id, task.id, task.claims, owner, task.lease_expires or 0.0, task.attempts, task.spec, snapshot.job.base)
+        return None
 
     def _decide(self, job_id: str, build: Callable[[Snapshot], Built]) -> tuple[Snapshot, Change]:
         """A claim is the remote's to decide: offered, and adopted here once it accepted."""

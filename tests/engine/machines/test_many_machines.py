@@ -370,3 +370,49 @@ def test_a_finish_of_another_machine_s_lease_in_a_commit_another_machine_signed_
     for machine in machines[:2]:
         status = json.loads(machine.gitswarm("--json", "status", job).stdout)
         assert all(task["state"] != "succeeded" for task in status["tasks"]), machine.name
+
+
+def test_a_claim_in_the_name_of_another_machine_s_worker_is_not_run_by_that_worker(
+    machines: list[Machine], daemon: GitDaemon, tmp_path: Path,
+) -> None:
+    """A worker's name is in every claim it makes, for any machine to read. While m1's one worker runs a task,
+    m2 claims the job's other task in that worker's name: a claim commit made with git plumbing, naming m2's own
+    machine key and signed with it (`git commit-tree -S`), pushed to the task's claim ref. Valid as m2's lease,
+    it is not a sibling's claim for m1's worker (m1's key did not make it): the worker does not run it when its
+    own task ends (it would finish it in a commit signed by another key, which every clone refuses)."""
+    job, log = submit(machines[0], tmp_path, 2, 3.0)
+    running = machines[1].work(job, "-j", "1")
+    try:
+        wait_for(lambda: any(kind == "start" for kind, _, _ in events(log)), 60, "m1 to start a task")
+        started = next(task for kind, task, _ in events(log) if kind == "start")
+        other = "t001" if started == "t000" else "t000"
+        attacker = machines[2]
+        attacker.gitswarm("machine-key")  # m2's own key, made on first use
+        key_file = attacker.path / ".git" / "gitswarm" / "machine.key"
+        public = subprocess.run(["ssh-keygen", "-y", "-f", str(key_file)], capture_output=True, text=True, check=True).stdout.split()
+        held = f"refs/swarm/claims/{job}/{started}"
+        run_git(attacker.path, "fetch", "-q", "origin", f"+{held}:{held}")
+        tip = run_git(attacker.path, "rev-parse", held)
+        commits = history_ops(attacker.path, tip)
+        claim = next(op for ops in commits for op in ops if op["op"] == "claimed" and op["task"] == started)
+        clock = max(o["clock"] for c in commits for o in c)
+        in_its_name = {"op": "claimed", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"], "actor": claim["actor"],
+                       "task": other, "token": 1, "owner": claim["owner"], "lease_expires": claim["at"] + 120,
+                       "key": f"{public[0]} {public[1]}"}
+        unsigned = forge_history(attacker.path, [*commits, [in_its_name]], onto=tip)
+        tree, message = run_git(attacker.path, "rev-parse", f"{unsigned}^{{tree}}"), run_git(attacker.path, "log", "-1", "--format=%B", unsigned)
+        signed = run_git(
+            attacker.path, "-c", "gpg.format=ssh", "-c", f"user.signingkey={key_file}", "commit-tree", "-S", tree, "-p", tip,
+            input=(message + "\n").encode(),
+        )
+        push(attacker.path, f"{signed}:refs/swarm/claims/{job}/{other}")
+        wait_for(lambda: any(kind == "end" for kind, _, _ in events(log)), 60, f"m1 to finish {started}")
+        time.sleep(3.0)  # its worker looks for work, fetches, and finds the other task held
+        assert [task for kind, task, _ in events(log) if kind == "start"] == [started]
+        assert running.poll() is None  # waiting for m2's lease to end, not refused: the claim is m2's to make
+        status = json.loads(machines[1].gitswarm("--json", "status", job).stdout)
+        held_by = {task["id"]: (task["state"], task["owner"]) for task in status["tasks"]}
+        assert held_by[started][0] == "succeeded" and held_by[other] == ("running", claim["owner"])
+    finally:
+        running.terminate()
+        running.communicate(timeout=60)

@@ -419,3 +419,21 @@ def test_thieves_spread_over_the_workers_they_take_from() -> None:
     victims = [f"host.abc{n}.w0" for n in range(8)]
     preferred = {min(victims, key=lambda v: claim_order(thief, v, "job/t")[:2]) for thief in (f"host.xyz{n}.w1" for n in range(40))}
     assert len(preferred) >= 5  # rendezvous over (thief, owner): not every thief after the same worker's tasks
+
+
+def test_a_claim_another_machine_made_in_a_worker_s_name_here_is_not_taken_as_assigned(clones: tuple) -> None:
+    """A worker takes a lease a sibling claimed for it by its name; another machine (an allowed key, and what
+    it pushes is its own to write) that claims a task naming a worker of this machine is not a sibling: the
+    lease is held by that machine's key, and a worker here that ran it would finish it in a commit signed by
+    another key, which every clone refuses."""
+    _, (a, b), job, clock = clones
+    lease = b._claim_chosen(job, "t1", "a.w2", 30.0, clock())  # b's claim, in the name of a's worker
+    assert lease is not None and lease.owner == "a.w2"
+    a.arbiter.sync([job])
+    assert a.index.lease(job, "t1") is not None  # a sees it held, as it is: by b's key
+    assert a.assigned("a.w2") is None
+    # A sibling's claim for the same worker, beside it, is still found.
+    mine = a.claim_for(["a.w1", "a.w2"], 30.0, clock(), job)
+    assert [lease.owner for lease in mine] == ["a.w1", "a.w2"]
+    found = a.assigned("a.w2")
+    assert found is not None and found.task == mine[1].task != "t1"
