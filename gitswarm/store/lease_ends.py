@@ -9,7 +9,7 @@ its attempt counted, so that a task that sets off a bug cannot loop for ever.
 
 from __future__ import annotations
 
-from gitswarm.model.errors import InvalidTransition, LeaseLost
+from gitswarm.model.errors import InvalidTransition, LeaseLost, NotFound
 from gitswarm.model.ops import Holder, LeaseExpired
 from gitswarm.model.reducer import Change
 from gitswarm.store.holders import Liveness, liveness, recorded, this_process
@@ -64,9 +64,22 @@ class LeaseEnds:
             for job, task, token in rows:
                 if job_id is not None and job != job_id:
                     continue
+                if owner is not None and self._keyed(job, task, token):
+                    continue
                 if self._end(job, task, token, now, why, attempt_used):
                     expired.append((job, task))
         return expired
+
+    def _keyed(self, job: str, task: str, token: int) -> bool:
+        """Whether lease `token` of a task was claimed through a remote, naming a machine key: this ledger's
+        claims name none, so its holder is another machine's key, whatever name or holder process the claim
+        gave (anyone can copy those). Ended here before its deadline, in a commit that key did not sign,
+        every clone would refuse the job; it runs out instead (store/pulled_jobs.py, _check_signers)."""
+        try:
+            found = self.refs.snapshot(job).task(task)
+        except NotFound:  # its job or task gone: ending it finds that out and drops the row (_end)
+            return False
+        return found.claims == token and found.holder_key is not None
 
     def release_dead(self, now: float, job_id: str | None = None) -> list[Released]:
         """Requeue, at once and with no attempt used, every task whose holder was a process of this machine
@@ -78,6 +91,8 @@ class LeaseEnds:
         with self.index.immediate():
             for row in dead_holders(self.index):  # again under the lock: another process may have been first
                 if job_id is not None and row.job != job_id:
+                    continue
+                if self._keyed(row.job, row.task, row.token):
                     continue
                 why = f"its worker {row.owner} ({recorded(row.holder)}) died"
                 if self._end(row.job, row.task, row.token, now, why, False):

@@ -441,8 +441,10 @@ class RemoteLedger(Ledger, GroupedFinish):
         attempt_used: bool = False,
     ) -> list[tuple[str, str]]:
         """Push the expiry of every lease whose deadline passed more than the clock skew ago (any
-        machine's); with `owner`, of every lease that owner holds (a worker of this machine known dead).
-        The attempt is given back unless `attempt_used`; `why` is recorded."""
+        machine's); with `owner`, of every lease that owner holds (a worker of this machine known dead)
+        by a claim naming this machine's key: another machine's claim in its name is that machine's lease,
+        whose expiry before its deadline every clone would refuse. The attempt is given back unless
+        `attempt_used`; `why` is recorded."""
         why = why or (LAPSED if owner is None else STOPPED)
         if owner is None:
             rows = self.index.db.execute(
@@ -463,6 +465,8 @@ class RemoteLedger(Ledger, GroupedFinish):
                     raise InvalidTransition(f"task {task_id}: its lease was renewed")
                 if owner is not None and task.owner != owner:
                     raise InvalidTransition(f"task {task_id} is held by {task.owner}")
+                if owner is not None and task.holder_key != self.arbiter.machine.public:  # a name another machine copied
+                    raise InvalidTransition(f"task {task_id} is held by another machine's key, in the name of {owner}")
                 return self.refs.next_op(LeaseExpired, s, now, task=task_id, token=token, why=why, attempt_used=attempt_used), ()
 
             try:

@@ -379,7 +379,8 @@ def test_a_claim_in_the_name_of_another_machine_s_worker_is_not_run_by_that_work
     m2 claims the job's other task in that worker's name: a claim commit made with git plumbing, naming m2's own
     machine key and signed with it (`git commit-tree -S`), pushed to the task's claim ref. Valid as m2's lease,
     it is not a sibling's claim for m1's worker (m1's key did not make it): the worker does not run it when its
-    own task ends (it would finish it in a commit signed by another key, which every clone refuses)."""
+    own task ends (it would finish it in a commit signed by another key, which every clone refuses), nor
+    expires it when it stops."""
     job, log = submit(machines[0], tmp_path, 2, 3.0)
     running = machines[1].work(job, "-j", "1")
     try:
@@ -416,3 +417,9 @@ def test_a_claim_in_the_name_of_another_machine_s_worker_is_not_run_by_that_work
     finally:
         running.terminate()
         running.communicate(timeout=60)
+    # Stopped, m1 released what its worker held: not m2's lease in its name (an expiry of a live lease of another
+    # key, which every clone would refuse, and the job with it).
+    pulled = machines[0].gitswarm("--json", "pull", "origin", check=False)
+    assert pulled.returncode == 0, pulled.stdout[-2000:]
+    status = json.loads(machines[0].gitswarm("--json", "status", job).stdout)
+    assert {task["id"]: task["state"] for task in status["tasks"]}[other] == "running"

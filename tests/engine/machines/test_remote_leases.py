@@ -14,6 +14,7 @@ import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -25,9 +26,12 @@ from gitswarm.engine.machines.remote_leases import RemoteLedger
 from gitswarm.engine.machines.task_order import claim_order, home_worker
 from gitswarm.engine.swarm import Swarm
 from gitswarm.model.errors import LeaseLost
+from gitswarm.model.ops import TaskClaimed
 from gitswarm.store import layout
-from gitswarm.store.jobs import parse_ops
-from gitswarm.store.lease_types import Ask, Result
+from gitswarm.store.holders import this_process
+from gitswarm.store.jobs import Snapshot, parse_ops
+from gitswarm.store.lease_ends import dead_holders
+from gitswarm.store.lease_types import Ask, Built, Result
 from tests.conftest import git
 
 TASKS = 4
@@ -437,3 +441,43 @@ def test_a_claim_another_machine_made_in_a_worker_s_name_here_is_not_taken_as_as
     assert [lease.owner for lease in mine] == ["a.w1", "a.w2"]
     found = a.assigned("a.w2")
     assert found is not None and found.task == mine[1].task != "t1"
+
+
+def test_a_worker_here_that_stops_expires_only_the_leases_its_machine_s_key_claimed(clones: tuple) -> None:
+    """A stopped worker's leases are expired at once, no attempt used; another machine's claim in that worker's
+    name is not among them (its expiry, before its deadline and signed by another key, every clone refuses)."""
+    bare, (a, b), job, clock = clones
+    assert b._claim_chosen(job, "t1", "a.w2", 30.0, clock()) is not None  # b's lease, in a's worker's name
+    mine = a.claim_for(["a.w1", "a.w2"], 30.0, clock(), job)[1]
+    assert mine.owner == "a.w2"
+    assert a.expire(clock(), owner="a.w2") == [(job, mine.task)]
+    expired = [op.task for op in remote_ops(bare, job) if op.__struct_config__.tag == "expired"]
+    assert expired == [mine.task]
+    b.arbiter.sync([job])  # what a pushed passes b's checks
+    assert b.index.lease(job, "t1") is not None and job not in b.arbiter.refused_jobs()
+
+
+def test_a_local_run_never_ends_a_lease_another_machine_s_key_claimed(clones: tuple) -> None:
+    """Another machine's claim (naming its key) that copies a local worker's name and a holder process of this
+    machine that is dead: this clone's own ledger (a local run, `recover`) ends neither by the name nor by the
+    dead process, and writes nothing; ended here before its deadline, unsigned, every clone would refuse the job."""
+    _, (a, b), job, clock = clones
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead_here = msgspec.structs.replace(this_process(), pid=gone.pid, start=1)
+
+    def build(s: Snapshot) -> Built:  # b's claim, naming its key, and a holder (b's own claims name none)
+        return b.refs.next_op(
+            TaskClaimed, s, clock(), task="t1", token=1, owner="w-local01", lease_expires=clock() + 30.0,
+            key=b.arbiter.machine.public, holder=dead_here,
+        ), ()
+
+    b.offer(job, build)
+    a.arbiter.sync([job])
+    swarm = a.arbiter.swarm  # this clone's own ledger and index: what a local run and `recover` end leases with
+    swarm.rebuild_index()  # (a pull takes no holder into the index; a rebuild reads the claims')
+    tip = a.refs.repo.read_ref(layout.job_ref(job))
+    assert [row.task for row in dead_holders(swarm.index)] == ["t1"]  # it looks like a process here that died
+    assert swarm.recover()["expired"] == []
+    assert swarm.ledger.expire(clock(), owner="w-local01") == []
+    assert a.refs.repo.read_ref(layout.job_ref(job)) == tip
