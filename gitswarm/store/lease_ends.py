@@ -72,9 +72,10 @@ class LeaseEnds:
 
     def _keyed(self, job: str, task: str, token: int) -> bool:
         """Whether lease `token` of a task was claimed through a remote, naming a machine key: this ledger's
-        claims name none, so its holder is another machine's key, whatever name or holder process the claim
-        gave (anyone can copy those). Ended here before its deadline, in a commit that key did not sign,
-        every clone would refuse the job; it runs out instead (store/pulled_jobs.py, _check_signers)."""
+        claims name none, so its holder is another machine's key, whatever worker name the claim gave (anyone
+        can copy one). Ended here before its deadline, in a commit that key did not sign, every clone would
+        refuse the job; it runs out instead (store/pulled_jobs.py, _check_signers). (Nor is a process such a
+        claim names taken as its holder: store/index/sync.py, claim_holders.)"""
         try:
             found = self.refs.snapshot(job).task(task)
         except NotFound:  # its job or task gone: ending it finds that out and drops the row (_end)
@@ -91,8 +92,6 @@ class LeaseEnds:
         with self.index.immediate():
             for row in dead_holders(self.index):  # again under the lock: another process may have been first
                 if job_id is not None and row.job != job_id:
-                    continue
-                if self._keyed(row.job, row.task, row.token):
                     continue
                 why = f"its worker {row.owner} ({recorded(row.holder)}) died"
                 if self._end(row.job, row.task, row.token, now, why, False):

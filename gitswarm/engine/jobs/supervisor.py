@@ -111,7 +111,10 @@ class Supervisor:
         self.on_event = on_event
         self.workers: dict[str, BaseProcess] = {}
         self.adapter_pgids: dict[str, SharedInt] = {}  # owner -> its running adapter's group (0: none)
-        self.seen: dict[tuple[str, str], tuple[str, int]] = {}
+        # (job, task) -> what was last said of it: state, attempt, and the worker running it (with --remote a task
+        # may move to another machine's worker with neither changed: an expiry gives its attempt back, the claim
+        # after it takes one, both seen in one fetch)
+        self.seen: dict[tuple[str, str], tuple[str, int, str | None]] = {}
         # One job: report all its tasks. The whole queue: only what changes from now on,
         # not every task the repository ever ran.
         self.since = 0.0 if options.job else swarm.clock()
@@ -348,8 +351,8 @@ class Supervisor:
         for job, task, state, attempts, error, updated, owner in self.swarm.index.changed_tasks(self.since, self.options.job):
             self.since = max(self.since, updated)
             key = (job, task)
-            if self.seen.get(key) == (state, attempts):
-                continue
-            self.seen[key] = (state, attempts)
             owner = owner if state == "running" else None
+            if self.seen.get(key) == (state, attempts, owner):
+                continue
+            self.seen[key] = (state, attempts, owner)
             self.on_event({"event": "task", "job": job, "task": task, "state": state, "attempt": attempts, "error": error, "owner": owner})

@@ -76,6 +76,7 @@ class GroupedFinish:
     holder: Holder
     group: Seat | None = None  # the slots this machine's workers post their finishes in
     busy_siblings: Callable[[], int] = staticmethod(lambda: 0)  # how many of the others run a task now
+    clock: Callable[[], float]
     _me: str
 
     def offer(
@@ -191,7 +192,8 @@ class _Batch:
                 continue
             artifacts.extend(written)
             if self.builds <= CLAIM_BUILDS:  # its next claim, after its finish (docs/format.md, "A job's commits")
-                self.picks[slot] = ledger._next_claim(pending, posted.ask, posted.now)
+                now = posted.now if self.builds == 1 else max(posted.now, ledger.clock())  # judged when built again
+                self.picks[slot] = ledger._next_claim(pending, posted.ask, now)
         if OWN in self.refused and not pending.ops:  # nothing of anyone's applies: no commit to make
             raise LeaseLost(self.refused[OWN])
         return pending.ops, artifacts

@@ -397,8 +397,10 @@ class RemoteLedger(Ledger, GroupedFinish):
             builds[0] += 1
             # A refusal is most often the claim another machine beat it to (the finish's own ref moves only with its
             # lease): built again (refused, or an outage waited out), it claims another task, from what was fetched
-            # meanwhile; built a third time, it goes alone.
-            picked[0] = self._next_claim(pending, ask, now) if ask is not None and builds[0] <= CLAIM_BUILDS else None
+            # meanwhile, judged at the time of that build (a budget of wall time may have run out meanwhile); built a
+            # third time, it goes alone.
+            claim_now = now if builds[0] == 1 else max(now, self.clock())
+            picked[0] = self._next_claim(pending, ask, claim_now) if ask is not None and builds[0] <= CLAIM_BUILDS else None
             return pending.ops, artifacts
 
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish

@@ -208,7 +208,9 @@ def _holder_text(holder: Holder | None) -> str | None:
 def claim_holders(snapshot: Snapshot, wanted: Mapping[str, tuple[int, str]]) -> dict[str, Holder]:
     """The holders the claims of `wanted` ({task: (token, owner)}) name, read from the last HOLDER_LOOKBACK
     commits along the first parents of the tip. A claim further back, on a merged side, or that named no
-    holder is simply not found: its lease then runs out by its deadline."""
+    holder is simply not found: its lease then runs out by its deadline. Nor is the holder of a claim that
+    names a machine key (`work --remote`'s name none): one there was copied, and a process of this machine
+    it names, dead, must not end another machine's lease here."""
     found: dict[str, Holder] = {}
     commit: str | None = snapshot.tip
     for _ in range(HOLDER_LOOKBACK if wanted else 0):
@@ -220,7 +222,7 @@ def claim_holders(snapshot: Snapshot, wanted: Mapping[str, tuple[int, str]]) -> 
         except CorruptRecord:  # the job's own checks say so elsewhere; a holder is not worth failing it for
             break
         for op in ops:
-            if isinstance(op, TaskClaimed) and op.holder is not None and wanted.get(op.task) == (op.token, op.owner):
+            if isinstance(op, TaskClaimed) and op.holder is not None and op.key is None and wanted.get(op.task) == (op.token, op.owner):
                 found.setdefault(op.task, op.holder)
         commit = info.parents[0] if info.parents else None
     return found

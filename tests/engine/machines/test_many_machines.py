@@ -407,8 +407,12 @@ def test_a_claim_in_the_name_of_another_machine_s_worker_is_not_run_by_that_work
             input=(message + "\n").encode(),
         )
         push(attacker.path, f"{signed}:refs/swarm/claims/{job}/{other}")
-        wait_for(lambda: any(kind == "end" for kind, _, _ in events(log)), 60, f"m1 to finish {started}")
-        time.sleep(3.0)  # its worker looks for work, fetches, and finds the other task held
+        def state_on_m1(task: str) -> str:
+            tasks = json.loads(machines[1].gitswarm("--json", "status", job).stdout)["tasks"]
+            return next(t["state"] for t in tasks if t["id"] == task)
+
+        wait_for(lambda: state_on_m1(started) == "succeeded", 60, f"m1's finish of {started} to land")
+        time.sleep(2.0)  # its worker, its finish pushed, looked for work: found the other task held, and waits
         assert [task for kind, task, _ in events(log) if kind == "start"] == [started]
         assert running.poll() is None  # waiting for m2's lease to end, not refused: the claim is m2's to make
         status = json.loads(machines[1].gitswarm("--json", "status", job).stdout)

@@ -60,14 +60,14 @@ def bare_remote(root: Path) -> Path:
     return bare
 
 
-def make_clones(root: Path, clock: Clock) -> tuple[Path, list[Swarm], str]:
-    """A bare remote holding one job of TASKS shell tasks, and two clones that know it."""
+def make_clones(root: Path, clock: Clock, spec: str = SPEC) -> tuple[Path, list[Swarm], str]:
+    """A bare remote holding one job (of TASKS shell tasks, or `spec`), and two clones that know it."""
     bare = bare_remote(root)
     swarms = []
     for name in ("a", "b"):
         git(root, "clone", "-q", str(bare), name)
         swarms.append(Swarm(root / name, clock=clock))
-    (root / "spec.toml").write_text(SPEC)
+    (root / "spec.toml").write_text(spec)
     job = swarms[0].submit_file(root / "spec.toml")
     Arbiter(swarms[0], "origin").publish([job])
     Arbiter(swarms[1], "origin").sync()
@@ -477,7 +477,37 @@ def test_a_local_run_never_ends_a_lease_another_machine_s_key_claimed(clones: tu
     swarm = a.arbiter.swarm  # this clone's own ledger and index: what a local run and `recover` end leases with
     swarm.rebuild_index()  # (a pull takes no holder into the index; a rebuild reads the claims')
     tip = a.refs.repo.read_ref(layout.job_ref(job))
-    assert [row.task for row in dead_holders(swarm.index)] == ["t1"]  # it looks like a process here that died
+    assert dead_holders(swarm.index) == []  # a holder a keyed claim names is not taken: it was copied
     assert swarm.recover()["expired"] == []
     assert swarm.ledger.expire(clock(), owner="w-local01") == []
     assert a.refs.repo.read_ref(layout.job_ref(job)) == tip
+
+
+def test_a_finish_built_again_judges_its_next_claim_at_the_time_of_that_build(tmp_path: Path) -> None:
+    """A finish refused for its claim is built again with a claim of another task, judged when built again: the
+    job's wall-time budget ran out meanwhile (its push waited, say, for an outage), so the rebuilt finish claims
+    nothing, though the budget was not spent when the worker finished."""
+    clock = Clock()
+    _, swarms, job = make_clones(tmp_path, clock, SPEC.replace('goal = "g"\n', 'goal = "g"\n[budget]\nmax_wall = "60s"\n'))
+    try:
+        a, b = (RemoteLedger(s.ledger, Arbiter(s, "origin", sleep=lambda s: None), clock_skew=2.0, clock=clock) for s in swarms)
+        lease = a.claim("a.w1", 30.0, clock(), job_id=job)
+        assert lease is not None
+        wanted = a._pick(clock(), job)
+        assert wanted is not None and b._claim_chosen(*wanted, "b.w1", 30.0, clock()) is not None  # a's claim will lose
+        finished_at = clock()
+        offers: list[frozenset[str]] = []
+        offer = a.arbiter.offer
+
+        def late(job_id: str, tip: str, branch: tuple[str, str] | None = None, tasks: Collection[str] = ()) -> Offered:
+            offers.append(frozenset(tasks))
+            clock.now += 120  # the budget's 60 s run out while this push is on its way
+            return offer(job_id, tip, branch, tasks)
+
+        a.arbiter.offer = late  # type: ignore[method-assign]
+        done, after = a.finish_and_claim(lease, Result(ok=True), finished_at, Ask("a.w1", 30.0, job))
+        assert done.state.value == "succeeded" and after is None
+        assert len(offers) == 2 and wanted[1] in offers[0] and offers[1] == {lease.task}
+    finally:
+        for swarm in swarms:
+            swarm.close()
