@@ -15,7 +15,11 @@ shares this computer's cores and disk: where creating a file is slow (the
 virtual disk measured took 10-270 us of CPU a file, a tmpfs 3;
 each task writes ~9 git objects on its machine, again on the remote, again
 on every machine that fetches them), `--scratch /dev/shm` shows what the
-disk costs.
+disk costs. Each configuration starts after an `os.sync()`: the kernel
+would otherwise still be writing back an earlier one's files while it runs
+(measured: the trivial 3-machine runs of full benchmarks read 1.49-1.60x
+one machine's rate without it, 1.62x with it, and 1.56-1.67x in runs of the
+trivial tasks alone).
 
 Figures, per configuration (medians over --repeat runs):
 - wall: from starting the first machine's `work` to the exit of the last;
@@ -365,6 +369,9 @@ def work(machines: list[Machine], job: str | list[str], run: Run, deadline: floa
     (its rusage, children included)."""
     argv = [sys.executable, "-m", "gitswarm", "--json", "work", "--remote", "origin", "--trust", "origin",
             "-j", str(WORKERS), "--until-idle", "--job"]
+    # Whatever an earlier configuration wrote (tens of thousands of small files) is on disk before this one starts,
+    # not written back by the kernel while it runs, on the same disk its machines create their files on.
+    os.sync()
     started = time.monotonic()
     running: dict[int, int] = {}  # pid -> machine index
     for i, m in enumerate(machines):
