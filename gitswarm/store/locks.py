@@ -13,35 +13,32 @@ from pathlib import Path
 @contextmanager
 def held(path: Path) -> Iterator[None]:
     """Hold an exclusive flock on `path` (created if needed); the kernel drops it if the process dies."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with held_within(path, None):
         yield
-    finally:
-        os.close(fd)
 
 
 @contextmanager
 def held_within(path: Path, seconds: float | None, poll: float = 0.005) -> Iterator[bool]:
     """held(), waiting at most `seconds` (None: as long as it takes): yields whether the lock is held."""
-    if seconds is None:
-        with held(path):
-            yield True
-        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        deadline = time.monotonic() + seconds
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(poll)
-        yield True
+        yield _lock(fd, seconds, poll)
     finally:
         os.close(fd)
+
+
+def _lock(fd: int, seconds: float | None, poll: float) -> bool:
+    """Take the flock on `fd`: blocking (`seconds` None), or trying every `poll` seconds until `seconds` passed."""
+    if seconds is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)

@@ -76,7 +76,6 @@ class GroupedFinish:
     holder: Holder
     group: Seat | None = None  # the slots this machine's workers post their finishes in
     busy_siblings: Callable[[], int] = staticmethod(lambda: 0)  # how many of the others run a task now
-    clock: Callable[[], float]
     _me: str
 
     def offer(
@@ -90,7 +89,7 @@ class GroupedFinish:
     def _finish_builder(self, lease: Lease, result: Result, now: float) -> Callable[..., tuple[TaskFinished, Sequence[Artifact]]]:
         raise NotImplementedError  # LeaseFinish's (store/lease_finish.py): what builds a finish op on a snapshot
 
-    def _next_claim(self, pending: Pending, ask: Ask, now: float) -> str | None:
+    def _next_claim(self, pending: Pending, ask: Ask, now: float, build: int = 1) -> str | None:
         raise NotImplementedError  # the ledger's: add to `pending` the claim `ask` takes next in its job (the task)
 
     def finish_grouped(
@@ -191,9 +190,8 @@ class _Batch:
                 self.refused[slot] = str(exc)
                 continue
             artifacts.extend(written)
-            if self.builds <= CLAIM_BUILDS:  # its next claim, after its finish (docs/format.md, "A job's commits")
-                now = posted.now if self.builds == 1 else max(posted.now, ledger.clock())  # judged when built again
-                self.picks[slot] = ledger._next_claim(pending, posted.ask, now)
+            # Its next claim, after its finish (docs/format.md, "A job's commits"), while builds carry claims.
+            self.picks[slot] = ledger._next_claim(pending, posted.ask, posted.now, self.builds)
         if OWN in self.refused and not pending.ops:  # nothing of anyone's applies: no commit to make
             raise LeaseLost(self.refused[OWN])
         return pending.ops, artifacts

@@ -187,9 +187,17 @@ class RemoteLedger(Ledger, GroupedFinish):
         """This machine's lock on pushing finishes to its remote (engine/machines/finish_group.py)."""
         return self.refs.repo.common_dir / "gitswarm" / PUSH_DIR / f"{self.arbiter.key}.lock"
 
-    def _next_claim(self, pending: Pending, ask: Ask, now: float) -> str | None:
+    def _next_claim(self, pending: Pending, ask: Ask, now: float, build: int = 1) -> str | None:
         """Add to `pending` (a commit being built) the claim of the task `ask` takes next in its job, seeing the
-        commit's finishes and claims so far; the task, or None when there is none to claim there."""
+        commit's finishes and claims so far; the task, or None when there is none to claim there.
+
+        `build`: which build of its commit this is. A refusal is most often the claim another machine beat it to
+        (a finish's own ref moves only with its lease): built again (refused, or an outage waited out), it claims
+        another task, from what was fetched meanwhile, judged at the time of that build (a budget of wall time
+        may have run out meanwhile); past CLAIM_BUILDS, the finishes go alone."""
+        if build > CLAIM_BUILDS:
+            return None
+        now = now if build == 1 else max(now, self.clock())
         snapshot = pending.snapshot
         self._me = ask.owner
         pick = self._pick(now, ask.job, pending.change(), snapshot.job_id, ask.exclude, ask.skip_jobs | self.arbiter.refused_jobs())
@@ -395,12 +403,7 @@ class RemoteLedger(Ledger, GroupedFinish):
             pending = Pending(snapshot)
             pending.add(finish(snapshot)[0])
             builds[0] += 1
-            # A refusal is most often the claim another machine beat it to (the finish's own ref moves only with its
-            # lease): built again (refused, or an outage waited out), it claims another task, from what was fetched
-            # meanwhile, judged at the time of that build (a budget of wall time may have run out meanwhile); built a
-            # third time, it goes alone.
-            claim_now = now if builds[0] == 1 else max(now, self.clock())
-            picked[0] = self._next_claim(pending, ask, claim_now) if ask is not None and builds[0] <= CLAIM_BUILDS else None
+            picked[0] = self._next_claim(pending, ask, now, builds[0]) if ask is not None else None
             return pending.ops, artifacts
 
         branch = (lease.task, patches[-1].head) if patches else None  # the head travels with its finish

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -105,6 +105,33 @@ def events(log: Path) -> list[tuple[str, str, str]]:
 
 def history(machine: Machine, job: str) -> list[dict]:
     return json.loads(machine.gitswarm("--json", "log", job).stdout)["events"]
+
+
+def forge_after_claim(
+    attacker: Machine, job: str, task: str, to: str, more: Callable[[dict, int, str], list[dict]],
+) -> tuple[str, dict]:
+    """What a machine with push access writes with git plumbing: the history of `task`'s claim ref as the remote
+    holds it, and one commit more of the ops `more(claim, clock, key)` gives (claim: that task's claim op; clock:
+    the history's highest Lamport clock; key: the attacker's own machine key, `ssh-ed25519 AAAA...`), signed with
+    that key (`git commit-tree -S`, git's ssh signing), pushed to ref `to`. The attacker's key, and the claim."""
+    attacker.gitswarm("machine-key")  # its own key, made on first use
+    key_file = attacker.path / ".git" / "gitswarm" / "machine.key"
+    public = " ".join(subprocess.run(["ssh-keygen", "-y", "-f", str(key_file)], capture_output=True, text=True, check=True).stdout.split()[:2])
+    held = f"refs/swarm/claims/{job}/{task}"
+    run_git(attacker.path, "fetch", "-q", "origin", f"+{held}:{held}")
+    tip = run_git(attacker.path, "rev-parse", held)
+    commits = history_ops(attacker.path, tip)
+    claim = next(op for ops in commits for op in ops if op["op"] == "claimed" and op["task"] == task)
+    clock = max(o["clock"] for c in commits for o in c)
+    unsigned = forge_history(attacker.path, [*commits, more(claim, clock, public)], onto=tip)
+    tree, message = run_git(attacker.path, "rev-parse", f"{unsigned}^{{tree}}"), run_git(attacker.path, "log", "-1", "--format=%B", unsigned)
+    signed = run_git(
+        attacker.path, "-c", "gpg.format=ssh", "-c", f"user.signingkey={key_file}", "commit-tree", "-S", tree, "-p", tip,
+        input=(message + "\n").encode(),
+    )
+    assert "gpgsig" in run_git(attacker.path, "cat-file", "commit", signed)
+    push(attacker.path, f"{signed}:{to}")
+    return public, claim
 
 
 def finish_all(running: list[subprocess.Popen[str]], timeout: float = 120) -> list[dict]:
@@ -340,32 +367,18 @@ def test_a_finish_of_another_machine_s_lease_in_a_commit_another_machine_signed_
     wait_for(lambda: any(kind == "start" for kind, _, _ in events(log)), 60, "m1 to start a task")
     started = next(task for kind, task, _ in events(log) if kind == "start")
     other = "t001" if started == "t000" else "t000"
-    attacker = machines[2]
-    attacker.gitswarm("machine-key")  # m2's own key, made on first use
-    key_file = attacker.path / ".git" / "gitswarm" / "machine.key"
-    public = subprocess.run(["ssh-keygen", "-y", "-f", str(key_file)], capture_output=True, text=True, check=True).stdout.split()
-    ref = f"refs/swarm/claims/{job}/{started}"
-    run_git(attacker.path, "fetch", "-q", "origin", f"+{ref}:{ref}")
-    tip = run_git(attacker.path, "rev-parse", ref)
-    commits = history_ops(attacker.path, tip)
-    claim = next(op for ops in commits for op in ops if op["op"] == "claimed" and op["task"] == started)
-    clock = max(o["clock"] for c in commits for o in c)
-    finished = {"op": "finished", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"] + 1, "actor": claim["actor"],
-                "task": started, "token": claim["token"], "ok": True}
-    own_claim = {"op": "claimed", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"] + 1, "actor": claim["actor"],
-                 "task": other, "token": 1, "owner": "host.m2.w-forger", "lease_expires": claim["at"] + 30,
-                 "key": f"{public[0]} {public[1]}"}
-    unsigned = forge_history(attacker.path, [*commits, [finished, own_claim]], onto=tip)
-    tree, message = run_git(attacker.path, "rev-parse", f"{unsigned}^{{tree}}"), run_git(attacker.path, "log", "-1", "--format=%B", unsigned)
-    signed = run_git(
-        attacker.path, "-c", "gpg.format=ssh", "-c", f"user.signingkey={key_file}", "commit-tree", "-S", tree, "-p", tip,
-        input=(message + "\n").encode(),
-    )
-    assert "gpgsig" in run_git(attacker.path, "cat-file", "commit", signed)
-    push(attacker.path, f"{signed}:{ref}")
+
+    def bundled(claim: dict, clock: int, key: str) -> list[dict]:  # m1's lease's finish, with a claim of m2's own
+        finished = {"op": "finished", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"] + 1, "actor": claim["actor"],
+                    "task": started, "token": claim["token"], "ok": True}
+        own_claim = {"op": "claimed", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"] + 1, "actor": claim["actor"],
+                     "task": other, "token": 1, "owner": "host.m2.w-forger", "lease_expires": claim["at"] + 30, "key": key}
+        return [finished, own_claim]
+
+    public, _ = forge_after_claim(machines[2], job, started, f"refs/swarm/claims/{job}/{started}", bundled)
     _, err = running.communicate(timeout=60)
     assert running.returncode == 1 and "refused here" in err, err[-2000:]
-    assert f"signed by another key (...{public[1][-12:]})" in err, err[-2000:]  # m2's signature, checked and not m1's
+    assert f"signed by another key (...{public[-12:]})" in err, err[-2000:]  # m2's signature, checked and not m1's
     assert [kind for kind, _, _ in events(log)].count("start") == 1
     for machine in machines[:2]:
         status = json.loads(machine.gitswarm("--json", "status", job).stdout)
@@ -387,26 +400,11 @@ def test_a_claim_in_the_name_of_another_machine_s_worker_is_not_run_by_that_work
         wait_for(lambda: any(kind == "start" for kind, _, _ in events(log)), 60, "m1 to start a task")
         started = next(task for kind, task, _ in events(log) if kind == "start")
         other = "t001" if started == "t000" else "t000"
-        attacker = machines[2]
-        attacker.gitswarm("machine-key")  # m2's own key, made on first use
-        key_file = attacker.path / ".git" / "gitswarm" / "machine.key"
-        public = subprocess.run(["ssh-keygen", "-y", "-f", str(key_file)], capture_output=True, text=True, check=True).stdout.split()
-        held = f"refs/swarm/claims/{job}/{started}"
-        run_git(attacker.path, "fetch", "-q", "origin", f"+{held}:{held}")
-        tip = run_git(attacker.path, "rev-parse", held)
-        commits = history_ops(attacker.path, tip)
-        claim = next(op for ops in commits for op in ops if op["op"] == "claimed" and op["task"] == started)
-        clock = max(o["clock"] for c in commits for o in c)
-        in_its_name = {"op": "claimed", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"], "actor": claim["actor"],
-                       "task": other, "token": 1, "owner": claim["owner"], "lease_expires": claim["at"] + 120,
-                       "key": f"{public[0]} {public[1]}"}
-        unsigned = forge_history(attacker.path, [*commits, [in_its_name]], onto=tip)
-        tree, message = run_git(attacker.path, "rev-parse", f"{unsigned}^{{tree}}"), run_git(attacker.path, "log", "-1", "--format=%B", unsigned)
-        signed = run_git(
-            attacker.path, "-c", "gpg.format=ssh", "-c", f"user.signingkey={key_file}", "commit-tree", "-S", tree, "-p", tip,
-            input=(message + "\n").encode(),
-        )
-        push(attacker.path, f"{signed}:refs/swarm/claims/{job}/{other}")
+        def in_its_name(claim: dict, clock: int, key: str) -> list[dict]:  # m2's claim of the other task, in m1's worker's name
+            return [{"op": "claimed", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"], "actor": claim["actor"],
+                     "task": other, "token": 1, "owner": claim["owner"], "lease_expires": claim["at"] + 120, "key": key}]
+
+        _, claim = forge_after_claim(machines[2], job, started, f"refs/swarm/claims/{job}/{other}", in_its_name)
         def state_on_m1(task: str) -> str:
             tasks = json.loads(machines[1].gitswarm("--json", "status", job).stdout)["tasks"]
             return next(t["state"] for t in tasks if t["id"] == task)
