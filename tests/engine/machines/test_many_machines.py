@@ -23,6 +23,7 @@ import pytest
 
 from gitswarm.engine.machines.remote_watch import BUSY_SYNC_SECONDS
 from gitswarm.model.ids import new_id
+from gitswarm.store.holders import this_process
 from tests.conftest import isolation_env
 from tests.forge import forge_history, history_ops, push, run_git
 from tests.netremote import GitDaemon
@@ -424,4 +425,46 @@ def test_a_claim_in_the_name_of_another_machine_s_worker_is_not_run_by_that_work
     pulled = machines[0].gitswarm("--json", "pull", "origin", check=False)
     assert pulled.returncode == 0, pulled.stdout[-2000:]
     status = json.loads(machines[0].gitswarm("--json", "status", job).stdout)
+    assert {task["id"]: task["state"] for task in status["tasks"]}[other] == "running"
+
+
+def test_a_claim_naming_a_dead_process_of_this_machine_is_not_ended_here_by_recover(
+    machines: list[Machine], daemon: GitDaemon, tmp_path: Path,
+) -> None:
+    """A local run's claims name the process that holds them (host, boot id, pid), and such claims may be pushed:
+    anyone can copy them. While m1 runs a task, m2 claims the other with git plumbing, naming its own machine key,
+    a worker name of a local run's kind and a holder process of this machine that is gone, and signs it. m0 pulls
+    it, rebuilds its index and runs `recover`, which ends the leases of dead processes here: not that one (its
+    expiry, unsigned and before the deadline, every clone would refuse, and the job with it)."""
+    job, log = submit(machines[0], tmp_path, 2, 8.0)
+    running = machines[1].work(job, "-j", "1")
+    try:
+        wait_for(lambda: any(kind == "start" for kind, _, _ in events(log)), 60, "m1 to start a task")
+        started = next(task for kind, task, _ in events(log) if kind == "start")
+        other = "t001" if started == "t000" else "t000"
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        here = this_process()  # the clones run on this machine: its host and boot id are theirs
+        dead = {"host": here.host, "boot": here.boot, "pid": gone.pid, "start": 1}
+
+        def held_by_a_dead_process(claim: dict, clock: int, key: str) -> list[dict]:
+            return [{"op": "claimed", "v": 1, "id": new_id(), "clock": clock + 1, "at": claim["at"], "actor": claim["actor"],
+                     "task": other, "token": 1, "owner": "w-local01", "lease_expires": claim["at"] + 120, "key": key,
+                     "holder": dead}]
+
+        forge_after_claim(machines[2], job, started, f"refs/swarm/claims/{job}/{other}", held_by_a_dead_process)
+        # While m1's task runs, its claim is all m1 pushed: m0 takes the forged claim as a fast-forward, on the line
+        # of first parents where a rebuilt index looks for the processes claims name.
+        m0 = machines[0]
+        m0.gitswarm("pull", "origin")
+        m0.gitswarm("index", "rebuild")
+        recovered = json.loads(m0.gitswarm("--json", "recover").stdout)
+        assert f"{job}/{other}" not in recovered["expired"], recovered
+    finally:
+        running.terminate()
+        running.communicate(timeout=60)
+    machines[0].gitswarm("push", "origin")  # whatever m0 holds goes to the remote: none of it is refused elsewhere
+    pulled = machines[1].gitswarm("--json", "pull", "origin", check=False)
+    assert pulled.returncode == 0, pulled.stdout[-2000:]
+    status = json.loads(machines[1].gitswarm("--json", "status", job).stdout)
     assert {task["id"]: task["state"] for task in status["tasks"]}[other] == "running"
